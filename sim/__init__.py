@@ -1,0 +1,1 @@
+"""The multiprocess shared-memory simulator of Ascend NPUs (backend 'sim')."""

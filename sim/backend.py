@@ -1,0 +1,180 @@
+"""The simulator backend: host side (heaps, collectives) and device side (sim/primitives.py)."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import torch
+import torch.distributed as dist
+
+from triton_dist.backend import Backend
+from triton_dist.errors import TritonDistError
+
+from . import board as B
+from . import cache, context, heap, interp, primitives, schedulers
+from .runtime import SimRuntime
+
+_TORCH_TO_TL = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+                torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
+                torch.uint8: "uint8", torch.bool: "int1"}
+
+
+class HeapSet:
+    """Every rank's heap mapped in this process; the local one carries the allocator."""
+
+    def __init__(self, maps, rank):
+        self.maps = maps
+        self.size = len(maps[0])
+        self.bases = [heap.address_of(m) for m in maps]
+        self.rank = rank
+        self.allocator = heap.HeapAllocator(self.size)
+        self.reserved = heap.RESERVED_BYTES
+        self.tensors = {}                     # offset -> allocation, for free()
+
+
+class SimBackend(Backend):
+    name = "sim"
+
+    def __init__(self):
+        interp.install()
+        self.rt = None
+        self._owns_group = False
+
+    # -- device side: one entry point, keyed by aclshmem symbol family --------------------------
+    def device_call(self, family, *args):
+        return primitives.call(family, *args)
+
+    # -- host side ---------------------------------------------------------------------------------
+    def device(self):
+        return torch.device("cpu")
+
+    def init(self, rank=None, world_size=None, *, heaps=None, board=None, schedule="free", seed=None,
+             timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None):
+        if self.rt is not None:
+            return
+        if not dist.is_initialized():
+            if store is not None:
+                dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+            else:
+                if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+                    raise TritonDistError(
+                        "triton_dist.init(): no process group and no RANK/WORLD_SIZE in the environment; "
+                        "start the script with torchrun --nproc-per-node=N, or run it through "
+                        "triton_dist.launch / `triton-dist run -n N`")
+                dist.init_process_group("gloo")
+            self._owns_group = True
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        if heaps is None:
+            heaps = self._named_heaps(rank, world_size, heap_bytes or heap.DEFAULT_HEAP_BYTES)
+        hs = HeapSet(heaps, rank)
+        sched = schedulers.make(schedule, seed, world_size)
+        self.rt = SimRuntime(rank, world_size, hs, board if board is not None else B.Board(world_size),
+                             cache.make(memory_model), sched, timeout, barrier_plus_one)
+        context.set_runtime(self.rt)
+
+    @staticmethod
+    def _named_heaps(rank, world_size, nbytes):
+        """torchrun: a named segment per rank, exchanged over gloo, unlinked once all have mapped it."""
+        tag = [uuid.uuid4().hex[:12] if rank == 0 else None]
+        dist.broadcast_object_list(tag, src=0)
+        prefix = f"{heap.NAME_PREFIX}{tag[0]}-"
+        name = f"{prefix}r{rank}"
+        try:
+            own = heap.create_named(name, nbytes)
+            dist.barrier()
+            maps = [own if r == rank else heap.map_named(f"{prefix}r{r}", nbytes) for r in range(world_size)]
+            dist.barrier()
+        finally:
+            heap.unlink_named(name)
+        return maps
+
+    def finalize(self):
+        if self.rt is None:
+            return
+        context.set_runtime(None)
+        self.rt = None
+        if self._owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+        self._owns_group = False
+
+    def _runtime(self):
+        return context.runtime()
+
+    def rank(self):
+        return self._runtime().rank
+
+    def world_size(self):
+        return self._runtime().world_size
+
+    def _collective(self, what, fn):
+        rt = self._runtime()
+        rt.board.set(rt.rank, -1, B.HOST_COLLECTIVE, what, _caller())
+        try:
+            with rt.sched.host_call(what):
+                return fn()
+        finally:
+            rt.board.set_state(rt.rank, -1, B.RUNNING)
+
+    def _agree(self, what, mine):
+        """All ranks must pass the same `mine`; otherwise every rank raises the same error."""
+        rt = self._runtime()
+        allv = [None] * rt.world_size
+        self._collective(what, lambda: dist.all_gather_object(allv, mine))
+        if any(v != allv[0] for v in allv):
+            detail = "; ".join(f"rank {r}: {v}" for r, v in enumerate(allv))
+            raise TritonDistError(
+                f"{what} is collective: every rank must call it in the same order with the same "
+                f"arguments, but they differ ({detail})")
+
+    def symm_tensor(self, shape, dtype):
+        rt = self._runtime()
+        try:
+            shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
+        except (TypeError, ValueError):
+            raise TritonDistError(f"symm_tensor: shape must be a tuple of ints, got {shape!r}") from None
+        if any(s < 0 for s in shape):
+            raise TritonDistError(f"symm_tensor: negative dimension in shape {shape}")
+        if not isinstance(dtype, torch.dtype):
+            raise TritonDistError(f"symm_tensor: dtype must be a torch.dtype, got {dtype!r}")
+        hs = rt.heaps
+        self._agree("symm_tensor", ("symm_tensor", hs.allocator.next_id, shape, str(dtype)))
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        a = hs.allocator.alloc(nbytes, f"symm tensor #{hs.allocator.next_id} ({str(dtype)[6:]}{list(shape)})")
+        buf = hs.maps[rt.rank]
+        t = torch.frombuffer(buf, dtype=torch.uint8, count=a.nbytes, offset=a.offset)
+        t.zero_()
+        out = t[:nbytes].view(dtype).view(shape) if nbytes else torch.empty(shape, dtype=dtype)
+        hs.tensors[a.offset] = a
+        # Nobody may write into a peer's new tensor before the peer has zeroed it.
+        self._collective("symm_tensor", dist.barrier)
+        return out
+
+    def free(self, t):
+        rt = self._runtime()
+        hs = rt.heaps
+        if not isinstance(t, torch.Tensor):
+            raise TritonDistError(f"free: expected a tensor from symm_tensor, got {type(t).__name__}")
+        off = t.data_ptr() - hs.bases[rt.rank]
+        a = hs.tensors.get(off)
+        if a is None:
+            raise TritonDistError("free: this tensor was not returned by triton_dist.symm_tensor "
+                                  "(or was freed already)")
+        self._agree("free", ("free", a.aid))
+        del hs.tensors[off]
+        hs.allocator.release(off)
+
+    def barrier(self):
+        self._collective("barrier", dist.barrier)
+
+
+def _caller():
+    import sys
+    f = sys._getframe(1)
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.join(os.path.dirname(here), "triton_dist")
+    while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename.startswith(pkg)):
+        f = f.f_back
+    return "<unknown>" if f is None else f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"

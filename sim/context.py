@@ -1,0 +1,50 @@
+"""Who is running: the rank-wide runtime and, per thread, the core (program instance)."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+_local = threading.local()
+_runtime = None          # the SimRuntime of this process (one rank), set by sim.backend
+KERNEL_CODES: set = set()  # code objects of interpreted @triton.jit functions (sim/interp.py)
+
+
+def runtime():
+    if _runtime is None:
+        from triton_dist.errors import TritonDistError
+        raise TritonDistError(
+            "triton_dist is not initialized in this process: run the code inside "
+            "triton_dist.launch(...), or call triton_dist.init() first (e.g. under torchrun)")
+    return _runtime
+
+
+def set_runtime(rt) -> None:
+    global _runtime
+    _runtime = rt
+
+
+def core():
+    """The CoreContext of the calling thread, or None on the host."""
+    return getattr(_local, "core", None)
+
+
+def set_core(c) -> None:
+    _local.core = c
+
+
+def kernel_frame(depth: int = 1):
+    f = sys._getframe(depth)
+    while f is not None:
+        if f.f_code in KERNEL_CODES:
+            return f
+        f = f.f_back
+    return None
+
+
+def kernel_line(depth: int = 2) -> str:
+    """'file.py:LINE (kernel)' of the innermost @triton.jit frame calling us."""
+    f = kernel_frame(depth)
+    if f is None:
+        return "<host>"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} ({f.f_code.co_name})"

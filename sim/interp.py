@@ -1,0 +1,165 @@
+"""Every patch of Triton's interpreter lives here, and nowhere else.
+
+What the simulator needs from the interpreter, and what is changed to get it:
+- kernels defined after `install()` are interpreted (knobs.runtime.interpret);
+- a launch runs its program instances as concurrent tasks (GridExecutor.__call__), not
+  one after another, and without the interpreter's copy of every argument's storage to
+  a host buffer and back (that copy would undo a peer's writes into the symmetric heap);
+- tl.program_id / tl.num_programs answer for the calling task (thread-local);
+- every load, store and atomic goes through sim/memory.py, told whether the pointer is
+  a scalar (data cache) or a block (DMA);
+- the code objects of interpreted functions are recorded, so a report can name the
+  kernel line.
+The canary test (tests/test_canary.py) checks each of these entry points exists.
+"""
+from __future__ import annotations
+
+import inspect
+import threading
+
+import numpy as np
+import triton
+from triton.language import semantic as _semantic_mod
+from triton.runtime import interpreter as _interp
+
+from . import context, memory
+
+_installed = False
+_access = threading.local()   # .scalar: is the current tl.load/tl.store on a scalar pointer
+
+# Entry points the simulator relies on; the canary test asserts all of them exist.
+REQUIRED = (
+    (_interp, "GridExecutor"), (_interp.GridExecutor, "__call__"), (_interp.GridExecutor, "_init_args_hst"),
+    (_interp, "InterpreterBuilder"), (_interp, "interpreter_builder"), (_interp, "_patch_lang"),
+    (_interp, "_implicit_cvt"), (_interp, "InterpretedFunction"), (_interp.InterpretedFunction, "rewrite"),
+    (_interp, "TensorHandle"), (_interp, "_get_np_dtype"),
+    (_interp.InterpreterBuilder, "create_masked_load"), (_interp.InterpreterBuilder, "create_masked_store"),
+    (_interp.InterpreterBuilder, "create_atomic_rmw"), (_interp.InterpreterBuilder, "create_atomic_cas"),
+    (_interp.InterpreterBuilder, "create_get_program_id"), (_interp.InterpreterBuilder, "create_get_num_programs"),
+    (_semantic_mod.TritonSemantic, "_load_legacy"), (_semantic_mod.TritonSemantic, "_store_legacy"),
+)
+
+TensorHandle = _interp.TensorHandle
+np_dtype_of = _interp._get_np_dtype
+
+
+def interpreting(_semantic) -> bool:
+    """True when a builtin is being run by the interpreter (the simulator), not compiled."""
+    return _semantic is None or isinstance(getattr(_semantic, "builder", None), _interp.InterpreterBuilder)
+
+
+# ---- builder overrides ------------------------------------------------------------------
+
+def _program_id(self, axis):
+    c = context.core()
+    idx = c.grid_idx if c is not None else self.grid_idx
+    return TensorHandle(np.array([idx[axis]], dtype=np.int32), triton.language.int32)
+
+
+def _num_programs(self, axis):
+    c = context.core()
+    dim = c.grid_dim if c is not None else self.grid_dim
+    return TensorHandle(np.array([dim[axis]], dtype=np.int32), triton.language.int32)
+
+
+def _masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+    dtype_tt = ptrs.get_element_ty()
+    dtype_np = np_dtype_of(dtype_tt)
+    if other is None:
+        other = TensorHandle(np.zeros_like(ptrs.data, dtype=dtype_np), dtype_tt)
+    scalar = getattr(_access, "scalar", False)
+    return TensorHandle(memory.load(ptrs.data, mask.data, other.data, dtype_np, scalar), dtype_tt)
+
+
+def _masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
+    return memory.store(ptrs.data, value.data, mask.data, getattr(_access, "scalar", False))
+
+
+def _atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
+    op = self.ir_rmw_op_to_interpreter_rmw_op[rmwOp]
+    sem = self.ir_sem_to_interpreter_sem[sem]
+    return TensorHandle(memory.atomic_rmw(op, ptr.data, val.data, mask.data, sem), val.dtype.scalar)
+
+
+def _atomic_cas(self, ptr, cmp, val, sem, scope):
+    sem = self.ir_sem_to_interpreter_sem[sem]
+    return TensorHandle(memory.atomic_cas(ptr.data, cmp.data, val.data, sem), cmp.dtype.scalar)
+
+
+def _flag_scalar(orig):
+    def wrapper(self, ptr, *args, **kwargs):
+        if not isinstance(self.builder, _interp.InterpreterBuilder):
+            return orig(self, ptr, *args, **kwargs)
+        prev = getattr(_access, "scalar", False)
+        _access.scalar = not ptr.type.is_block()
+        try:
+            return orig(self, ptr, *args, **kwargs)
+        finally:
+            _access.scalar = prev
+    return wrapper
+
+
+def _recording_rewrite(orig):
+    def rewrite(self):
+        fn = orig(self)
+        context.KERNEL_CODES.add(fn.__code__)
+        return fn
+    return rewrite
+
+
+# ---- the launch ---------------------------------------------------------------------------
+
+def _is_tensor(x) -> bool:
+    return hasattr(x, "data_ptr") and hasattr(x, "untyped_storage")
+
+
+def _grid_call(self, *args_dev, **kwargs):
+    from triton_dist.errors import TritonDistError
+    rt = context.runtime()
+    argspec = inspect.getfullargspec(self.fn)
+    kwargs = {k: v for k, v in kwargs.items() if k in argspec.args}
+    tensors = []
+    for name, a in list(zip(self.arg_names, args_dev)) + list(kwargs.items()):
+        t = _interp._unwrap_tensor(a)
+        if _is_tensor(t):
+            if t.device.type != "cpu":
+                raise TritonDistError(
+                    f"kernel {self.fn.__name__}: argument {name!r} is on {t.device}; the simulator "
+                    f"runs on the CPU, so pass tensors from triton_dist.symm_tensor or on 'cpu'")
+            tensors.append((name, t))
+    for hook in self.pre_run_hooks:
+        hook(*args_dev, **kwargs)
+    patch_scope = _interp._patch_lang(self.fn)
+    try:
+        args = inspect.getcallargs(self.fn, *args_dev, **kwargs)
+        args = {n: a if n in self.constexprs else _interp._implicit_cvt(a) for n, a in args.items()}
+        grid = self.grid(args) if callable(self.grid) else self.grid
+        grid = tuple(int(g) for g in grid)
+        if not 1 <= len(grid) <= 3 or min(grid) < 0:
+            raise TritonDistError(f"kernel {self.fn.__name__}: grid must be 1 to 3 non-negative sizes, got {grid}")
+        grid = grid + (1,) * (3 - len(grid))
+        _interp.interpreter_builder.set_grid_dim(*grid)
+        rt.run_grid(self.fn, args, grid, tensors)
+    finally:
+        patch_scope.restore()
+
+
+def install() -> None:
+    """Make @triton.jit kernels defined from now on run on the simulator."""
+    global _installed
+    if _installed:
+        return
+    triton.knobs.runtime.interpret = True
+    B = _interp.InterpreterBuilder
+    B.create_get_program_id = _program_id
+    B.create_get_num_programs = _num_programs
+    B.create_masked_load = _masked_load
+    B.create_masked_store = _masked_store
+    B.create_atomic_rmw = _atomic_rmw
+    B.create_atomic_cas = _atomic_cas
+    S = _semantic_mod.TritonSemantic
+    S._load_legacy = _flag_scalar(S._load_legacy)
+    S._store_legacy = _flag_scalar(S._store_legacy)
+    _interp.InterpretedFunction.rewrite = _recording_rewrite(_interp.InterpretedFunction.rewrite)
+    _interp.GridExecutor.__call__ = _grid_call
+    _installed = True

@@ -1,0 +1,191 @@
+"""Device memory as the simulator sees it: known buffers, address checks, and every access.
+
+Every load, store and atomic a kernel makes arrives here (sim/interp.py routes the
+interpreter's memory ops to this module), so there is one place that
+- refuses an address outside every known buffer, naming the kernel line (never a segfault);
+- names an address as "symmetric tensor + offset" in reports;
+- puts scalar accesses through the core's data cache (sim/cache.py) and lets block
+  accesses (DMA) bypass it, as on the NPU.
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+
+import numpy as np
+from triton._C.libtriton import interpreter as _cpu
+
+from triton_dist.errors import TritonDistError
+
+from . import context
+
+_RELAXED = _cpu.MEM_SEMANTIC.RELAXED
+_ACQ_REL = _cpu.MEM_SEMANTIC.ACQUIRE_RELEASE
+
+
+class SimMemoryError(TritonDistError):
+    """A kernel touched memory outside every buffer it may touch."""
+
+
+class Buffer:
+    __slots__ = ("start", "end", "name", "heap_rank", "heap")
+
+    def __init__(self, start, end, name, heap_rank=None, heap=None):
+        self.start, self.end, self.name = start, end, name
+        self.heap_rank, self.heap = heap_rank, heap
+
+
+class AddressSpace:
+    """Sorted, non-overlapping ranges: all ranks' heaps plus the running kernel's tensors."""
+
+    def __init__(self):
+        self._starts: list[int] = []
+        self._bufs: list[Buffer] = []
+
+    def add(self, buf: Buffer) -> None:
+        i = bisect.bisect_left(self._starts, buf.start)
+        self._starts.insert(i, buf.start)
+        self._bufs.insert(i, buf)
+
+    def remove(self, buf: Buffer) -> None:
+        i = self._bufs.index(buf)
+        del self._starts[i]
+        del self._bufs[i]
+
+    def find(self, addr: int) -> Buffer | None:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0:
+            b = self._bufs[i]
+            if addr < b.end:
+                return b
+        return None
+
+    def heap_of(self, addr: int) -> Buffer | None:
+        b = self.find(addr)
+        return b if b is not None and b.heap_rank is not None else None
+
+    def describe(self, addr: int) -> str:
+        """'symm tensor #3 (int32, 1024 B) of rank 1 + 128' or the buffer's name + offset."""
+        b = self.find(addr)
+        if b is None:
+            return f"0x{addr:x} (outside every known buffer)"
+        off = addr - b.start
+        if b.heap is not None:
+            a = b.heap.allocator.find(off)
+            if a is not None:
+                return f"{a.label} of rank {b.heap_rank} + {off - a.offset}"
+            if off < b.heap.reserved:
+                return f"device-library state of rank {b.heap_rank} + {off}"
+        return f"{b.name} + {off}"
+
+    def check(self, lo: int, hi: int, what: str) -> Buffer:
+        """Check [lo, hi) lies in one known buffer; raise a SimMemoryError otherwise."""
+        b = self.find(lo)
+        if b is not None and hi <= b.end:
+            return b
+        where = context.kernel_line(3)
+        if b is None:
+            i = bisect.bisect_right(self._starts, lo) - 1
+            near = ""
+            if i >= 0:
+                pb = self._bufs[i]
+                near = f"; the nearest buffer below, {pb.name}, ends {lo - pb.end} bytes earlier"
+            raise SimMemoryError(
+                f"{where}: {what} at 0x{lo:x} is outside every known buffer (the symmetric heaps "
+                f"of all ranks and this launch's tensor arguments){near}. Check the offsets and "
+                f"masks of this access.")
+        raise SimMemoryError(
+            f"{where}: {what} runs {hi - b.end} bytes past the end of {b.name} "
+            f"(0x{b.start:x}..0x{b.end:x}). Check the offsets and masks of this access.")
+
+    def check_many(self, addrs: np.ndarray, itemsize: int, what: str) -> None:
+        if addrs.size == 0:
+            return
+        lo, hi = int(addrs.min()), int(addrs.max()) + itemsize
+        b = self.find(lo)
+        if b is not None and hi <= b.end:
+            return
+        # The access spans several buffers (a gather across tensors): check each address.
+        for a in np.unique(addrs):
+            self.check(int(a), int(a) + itemsize, what)
+
+
+# ---- accesses ------------------------------------------------------------------------
+
+def _space() -> AddressSpace:
+    return context.runtime().space
+
+
+def _masked(ptrs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    if mask is None:
+        return ptrs.ravel()
+    m = np.broadcast_to(mask, ptrs.shape)
+    return ptrs[m] if not m.all() else ptrs.ravel()
+
+
+def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool) -> np.ndarray:
+    rt = context.runtime()
+    itemsize = np.dtype(np_dtype).itemsize
+    if scalar and rt.memory.caches:
+        addr = int(ptrs.ravel()[0])
+        if not bool(np.asarray(mask).ravel()[0]):
+            return other
+        rt.space.check(addr, addr + itemsize, f"scalar load of {np.dtype(np_dtype).name}")
+        out = rt.memory.scalar_load(addr, np_dtype)
+        return np.full(ptrs.shape, out, dtype=np_dtype)
+    rt.space.check_many(_masked(ptrs, mask), itemsize, f"load of {np.dtype(np_dtype).name}")
+    rt.memory.before_access()
+    return _cpu.load(ptrs, mask, other, np_dtype)
+
+
+def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool) -> None:
+    rt = context.runtime()
+    itemsize = value.dtype.itemsize
+    if scalar and rt.memory.caches:
+        if not bool(np.asarray(mask).ravel()[0]):
+            return
+        addr = int(ptrs.ravel()[0])
+        rt.space.check(addr, addr + itemsize, f"scalar store of {value.dtype.name}")
+        rt.memory.scalar_store(addr, value.ravel()[0])
+        return
+    rt.space.check_many(_masked(ptrs, mask), itemsize, f"store of {value.dtype.name}")
+    rt.memory.before_access()
+    _cpu.store(ptrs, value, mask)
+
+
+def atomic_rmw(op, ptrs, val, mask, sem):
+    rt = context.runtime()
+    rt.space.check_many(_masked(ptrs, mask), val.dtype.itemsize, f"atomic on {val.dtype.name}")
+    rt.memory.before_access()
+    return _cpu.atomic_rmw(op, ptrs, val, mask, sem)
+
+
+def atomic_cas(ptrs, cmp, val, sem):
+    rt = context.runtime()
+    rt.space.check_many(ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
+    rt.memory.before_access()
+    return _cpu.atomic_cas(ptrs, cmp, val, sem)
+
+
+# Raw, checked-by-caller helpers for the primitives (they model the hardware paths).
+
+def raw_read(addr: int, np_dtype) -> int:
+    return np.frombuffer((ctypes.c_char * np.dtype(np_dtype).itemsize).from_address(addr),
+                         dtype=np_dtype)[0].item()
+
+
+def raw_write(addr: int, value, np_dtype) -> None:
+    np.frombuffer((ctypes.c_char * np.dtype(np_dtype).itemsize).from_address(addr),
+                  dtype=np_dtype)[0] = value
+
+
+def atomic_add(addr: int, value: int, np_dtype) -> int:
+    """Hardware atomic add (UB->GM copy in atomic-add mode): bypasses every cache."""
+    ptr = np.array([addr], dtype=np.uint64)
+    return int(_cpu.atomic_rmw(_cpu.RMW_OP.ADD, ptr, np.array([value], dtype=np_dtype),
+                               np.array([True]), _ACQ_REL)[0])
+
+
+def copy(dst: int, src: int, nbytes: int) -> None:
+    """A DMA copy (MTE): GM -> UB -> GM, bypassing the data caches."""
+    ctypes.memmove(dst, src, nbytes)

@@ -1,0 +1,341 @@
+"""The aclshmem device library, as the simulator runs it: one function per symbol family.
+
+Keys are the `family` column of triton_dist/symbols.py (the aclshmem symbol without its
+type), so what the simulator runs is, name for name, what the NPU would link.  Each
+function follows SEMANTICS.md §3: SET = scalar store + dcci of the line; ADD = hardware
+atomic that bypasses the cache; waits dcci the slot every round; quiet/fence clean the
+whole cache; barrier_all is the pull barrier with the +1 rule.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from triton_dist import symbols as S
+from triton_dist.errors import TritonDistError
+
+from . import context, memory
+
+PRIMITIVES: dict = {}
+
+# Reserved device-library state at the start of every heap (sim/heap.RESERVED_BYTES):
+SYNC_COUNTER_OFFSET = 0      # this PE's barrier counter, alone in its 64-byte line
+SYNC_POOL_OFFSET = 64        # this PE's barrier flag (read by every other PE)
+
+NP_DTYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+             "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+             "fp16": np.float16, "fp32": np.float32, "fp64": np.float64, "bf16": np.uint16}
+
+
+class Ptr(NamedTuple):
+    addr: int
+    dtype: str         # triton element dtype name, e.g. "int32", "fp32"
+
+
+def primitive(family):
+    def register(fn):
+        PRIMITIVES[family] = fn
+        return fn
+    return register
+
+
+def call(family: str, *args):
+    fn = PRIMITIVES.get(family)
+    if fn is None:
+        raise TritonDistError(
+            f"{context.kernel_line(3)}: the simulator has no implementation of aclshmem symbol "
+            f"family {family!r}; known: {', '.join(sorted(PRIMITIVES))}")
+    return fn(context.runtime(), *args)
+
+
+def _core_or_error(what):
+    c = context.core()
+    if c is None:
+        raise TritonDistError(f"{what} is a device primitive: call it inside a @triton.jit kernel")
+    return c
+
+
+# ---- scalar access as the NPU does it: through the core's data cache ------------------------
+
+def _load(rt, addr, np_dtype):
+    rt.sched.point()
+    return rt.memory.scalar_load(addr, np_dtype).item()
+
+
+def _store(rt, addr, value, np_dtype):
+    rt.sched.point()
+    rt.memory.scalar_store(addr, np.asarray(value, dtype=np_dtype))
+
+
+def _dcci(rt, addr):
+    rt.memory.dcci_line(addr)
+
+
+def _set_remote(rt, addr, value, np_dtype):
+    """Signal SET: a plain scalar store, then dcci of that line. Not atomic."""
+    _store(rt, addr, value, np_dtype)
+    _dcci(rt, addr)
+
+
+def _add_remote(rt, addr, value, np_dtype):
+    """Signal ADD: atomic add by a UB->GM copy in atomic-add mode; bypasses the cache."""
+    rt.sched.point()
+    memory.atomic_add(addr, value, np_dtype)
+
+
+def _poll(rt, addr, np_dtype):
+    """One round of a device wait: dcci the slot, then read it."""
+    def read():
+        _dcci(rt, addr)
+        return _load(rt, addr, np_dtype)
+    return read
+
+
+def _signal_dtype(ptr: Ptr, what: str):
+    if ptr.dtype not in ("int32", "int64", "uint64"):
+        raise TritonDistError(f"{context.kernel_line(4)}: {what}: signal dtype {ptr.dtype} is not allowed "
+                              f"on Ascend; use int32 (set or add) or int64/uint64 (set only)")
+    return NP_DTYPES[ptr.dtype]
+
+
+# ---- queries ---------------------------------------------------------------------------------
+
+@primitive("aclshmem_my_pe")
+def my_pe(rt):
+    return rt.rank
+
+
+@primitive("aclshmem_n_pes")
+def n_pes(rt):
+    return rt.world_size
+
+
+def _check_team(rt, team, what):
+    if team != S.ACLSHMEM_TEAM_WORLD:
+        raise TritonDistError(f"{context.kernel_line(4)}: {what}: only ACLSHMEM_TEAM_WORLD (0) exists "
+                              f"in the simulator, got team {team}")
+
+
+@primitive("aclshmem_team_my_pe")
+def team_my_pe(rt, team):
+    _check_team(rt, team, "team_my_pe")
+    return rt.rank
+
+
+@primitive("aclshmem_team_n_pes")
+def team_n_pes(rt, team):
+    _check_team(rt, team, "team_n_pes")
+    return rt.world_size
+
+
+@primitive("aclshmem_ptr")
+def symm_ptr(rt, ptr: Ptr, pe: int) -> Ptr:
+    """remote = heap_base_table[pe] + (ptr - my_heap_base)."""
+    return Ptr(rt.translate(ptr.addr, pe, "symm_at"), ptr.dtype)
+
+
+# ---- signals ---------------------------------------------------------------------------------
+
+@primitive("aclshmemx_signal_op")
+def signal_op(rt, sig: Ptr, signal: int, sig_op: int, pe: int):
+    _core_or_error("signal_op")
+    if sig.dtype != "int32":
+        raise TritonDistError(f"{context.kernel_line(3)}: signal_op takes an int32 signal, got {sig.dtype}")
+    remote = rt.translate(sig.addr, pe, "signal_op")
+    rt.space.check(remote, remote + 4, "signal_op")
+    if sig_op == S.ACLSHMEM_SIGNAL_SET:
+        _set_remote(rt, remote, signal, np.int32)
+    elif sig_op == S.ACLSHMEM_SIGNAL_ADD:
+        _add_remote(rt, remote, signal, np.int32)
+    else:
+        raise TritonDistError(f"{context.kernel_line(3)}: sig_op must be ACLSHMEM_SIGNAL_SET (0) or "
+                              f"ACLSHMEM_SIGNAL_ADD (1), got {sig_op}")
+
+
+@primitive("aclshmem_p")
+def p(rt, dest: Ptr, value: int, pe: int):
+    """int_p / int64_p / uint64_p: a SET (store + dcci) on the peer."""
+    _core_or_error("int_p")
+    np_dtype = NP_DTYPES[dest.dtype]
+    remote = rt.translate(dest.addr, pe, "int_p")
+    rt.space.check(remote, remote + np.dtype(np_dtype).itemsize, "int_p")
+    _set_remote(rt, remote, value, np_dtype)
+
+
+@primitive("aclshmem_wait")
+def wait(rt, slots: Ptr, n: int, value: int) -> int:
+    """For each of n slots 64 bytes apart: dcci + read until == value. Never writes the slot."""
+    _core_or_error("wait")
+    np_dtype = _signal_dtype(slots, "wait")
+    rt.heap_offset(slots.addr, "wait")
+    if n < 0:
+        raise TritonDistError(f"{context.kernel_line(3)}: wait: numBarriers must be >= 0, got {n}")
+    itemsize = np.dtype(np_dtype).itemsize
+    rt.space.check(slots.addr, slots.addr + S.SIGNAL_SLOT_BYTES * max(n - 1, 0) + itemsize, "wait")
+    value = np.asarray(value).astype(np_dtype).item()
+    for i in range(n):
+        addr = slots.addr + S.SIGNAL_SLOT_BYTES * i
+        rt.wait_until("wait", addr, value, _poll(rt, addr, np_dtype), lambda v: v == value)
+    return 0
+
+
+@primitive("aclshmem_consume_token")
+def consume_token(rt, value, token):
+    return value
+
+
+_CMP = {
+    S.ACLSHMEM_CMP_EQ: lambda a, b: a == b, S.ACLSHMEM_CMP_NE: lambda a, b: a != b,
+    S.ACLSHMEM_CMP_GT: lambda a, b: a > b, S.ACLSHMEM_CMP_GE: lambda a, b: a >= b,
+    S.ACLSHMEM_CMP_LT: lambda a, b: a < b, S.ACLSHMEM_CMP_LE: lambda a, b: a <= b,
+}
+
+
+@primitive("aclshmem_signal_wait_until")
+def signal_wait_until(rt, sig: Ptr, cmp: int, val: int) -> int:
+    _core_or_error("signal_wait_until")
+    if sig.dtype != "int32":
+        raise TritonDistError(f"{context.kernel_line(3)}: signal_wait_until takes an int32 signal, got {sig.dtype}")
+    if cmp not in _CMP:
+        raise TritonDistError(f"{context.kernel_line(3)}: signal_wait_until: cmp must be one of "
+                              f"ACLSHMEM_CMP_EQ..LE (0..5), got {cmp}")
+    rt.heap_offset(sig.addr, "signal_wait_until")
+    test = _CMP[cmp]
+    return rt.wait_until(f"signal_wait_until(sig {S.CMP_NAMES[cmp]} {val})", sig.addr, val,
+                         _poll(rt, sig.addr, np.int32), lambda v: test(v, val))
+
+
+# ---- RMA -------------------------------------------------------------------------------------
+
+def _rma(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool):
+    if nbytes < 0:
+        raise TritonDistError(f"{context.kernel_line(4)}: {what}: nbytes must be >= 0, got {nbytes}")
+    if put:
+        dst_addr, src_addr = rt.translate(dest.addr, pe, what), src.addr
+    else:
+        dst_addr, src_addr = dest.addr, rt.translate(src.addr, pe, what)
+    if nbytes:
+        rt.space.check(dst_addr, dst_addr + nbytes, f"{what} destination ({nbytes} bytes)")
+        rt.space.check(src_addr, src_addr + nbytes, f"{what} source ({nbytes} bytes)")
+    return dst_addr, src_addr
+
+
+def _dma(rt, dst, src, nbytes):
+    rt.sched.point()
+    memory.copy(dst, src, nbytes)
+
+
+@primitive("aclshmem_putmem")
+def putmem(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
+    _core_or_error("putmem")
+    _dma(rt, *_rma(rt, "putmem", dest, src, nbytes, pe, True), nbytes)
+
+
+@primitive("aclshmem_getmem")
+def getmem(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
+    _core_or_error("getmem")
+    _dma(rt, *_rma(rt, "getmem", dest, src, nbytes, pe, False), nbytes)
+
+
+@primitive("aclshmem_putmem_nbi")
+def putmem_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
+    c = _core_or_error("putmem_nbi")
+    d, s = _rma(rt, "putmem_nbi", dest, src, nbytes, pe, True)
+    c.pending.append(lambda: _dma(rt, d, s, nbytes))
+
+
+@primitive("aclshmem_getmem_nbi")
+def getmem_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
+    c = _core_or_error("getmem_nbi")
+    d, s = _rma(rt, "getmem_nbi", dest, src, nbytes, pe, False)
+    c.pending.append(lambda: _dma(rt, d, s, nbytes))
+
+
+def _signal_after(rt, sig: Ptr, signal, sig_op, pe):
+    return lambda: signal_op(rt, sig, signal, sig_op, pe)
+
+
+@primitive("aclshmem_putmem_signal")
+def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
+    _core_or_error("putmem_signal")
+    _dma(rt, *_rma(rt, "putmem_signal", dest, src, nbytes, pe, True), nbytes)
+    signal_op(rt, sig, signal, sig_op, pe)    # ordered after the data
+
+
+@primitive("aclshmem_putmem_signal_nbi")
+def putmem_signal_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
+    c = _core_or_error("putmem_signal_nbi")
+    d, s = _rma(rt, "putmem_signal_nbi", dest, src, nbytes, pe, True)
+    rt.translate(sig.addr, pe, "putmem_signal_nbi")
+    c.pending.append(lambda: _dma(rt, d, s, nbytes))
+    c.pending.append(_signal_after(rt, sig, signal, sig_op, pe))
+
+
+def complete_pending(c):
+    """Complete this core's non-blocking transfers, in issue order."""
+    while c.pending:
+        c.pending.pop(0)()
+
+
+@primitive("aclshmem_quiet")
+def quiet(rt):
+    """Pipe barrier (all issued transfers complete) + dcci of the entire cache."""
+    c = _core_or_error("quiet")
+    complete_pending(c)
+    rt.memory.dcci_all()
+
+
+@primitive("aclshmem_fence")
+def fence(rt):
+    c = _core_or_error("fence")
+    complete_pending(c)
+    rt.memory.dcci_all()
+
+
+# ---- barrier -----------------------------------------------------------------------------------
+
+def _barrier(rt, what):
+    """The centralized pull barrier of the device library (SEMANTICS §3)."""
+    c = _core_or_error(what)
+    complete_pending(c)
+    heaps = rt.heaps
+    my_base = heaps.bases[rt.rank]
+    counter = my_base + SYNC_COUNTER_OFFSET
+    # 1. count = load(sync_counter) + 1
+    _dcci(rt, counter)
+    count = _load(rt, counter, np.int32) + 1
+    # 2. barrier of the local cores
+    rt.core_barrier(c)
+    # 3. vector cores share the PEs
+    k = min(8, rt.world_size, c.ncores)
+    if c.core < k:
+        for pe in range(c.core, rt.world_size, k):
+            flag = heaps.bases[pe] + SYNC_POOL_OFFSET
+            if pe == rt.rank:
+                _set_remote(rt, flag, count, np.int32)
+            else:
+                plus_one = rt.barrier_plus_one
+                rt.wait_until(f"{what} (flag of rank {pe})", flag, count, _poll(rt, flag, np.int32),
+                              (lambda v: v == count or v == count + 1) if plus_one else (lambda v: v == count),
+                              target=f"barrier flag of rank {pe}")
+    # 4. store(sync_counter, count); barrier of the local cores
+    if c.core == 0:
+        _set_remote(rt, counter, count, np.int32)
+    rt.core_barrier(c)
+
+
+@primitive("aclshmem_barrier_all")
+def barrier_all(rt):
+    _barrier(rt, "barrier_all")
+
+
+@primitive("aclshmemx_barrier_all_vec")
+def barrier_all_vec(rt):
+    _barrier(rt, "barrier_all_vec")
+
+
+@primitive("aclshmem_barrier")
+def barrier(rt, team):
+    _check_team(rt, team, "barrier")
+    _barrier(rt, "barrier")

@@ -1,0 +1,176 @@
+"""The state of one simulated rank (one OS process) and the running of a kernel launch."""
+from __future__ import annotations
+
+import threading
+import time
+
+from triton_dist.errors import DeadlockError, TritonDistError
+
+from . import board as B
+from . import context
+from .memory import AddressSpace, Buffer
+
+
+class Aborted(BaseException):
+    """Raised inside a core when another core of the launch failed: stop quietly."""
+
+
+class CoreContext:
+    """One program instance = one AI core with its own data cache."""
+    __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending")
+
+    def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel):
+        self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
+        self.ncores = grid_dim[0] * grid_dim[1] * grid_dim[2]
+        self.cache, self.kernel = cache, kernel
+        self.pending = []        # non-blocking puts/gets not yet completed (quiet completes them)
+
+
+class Waiter:
+    """A task spinning in a primitive; what the deadlock report says about it."""
+    __slots__ = ("op", "addr", "awaited", "seen", "rounds", "where", "target", "started")
+
+    def __init__(self, op, addr, awaited, where, target):
+        self.op, self.addr, self.awaited, self.where, self.target = op, addr, awaited, where, target
+        self.seen = None
+        self.rounds = 0
+        self.started = time.monotonic()
+
+
+class SimRuntime:
+    def __init__(self, rank, world_size, heaps, board, memory, scheduler, timeout, barrier_plus_one):
+        self.rank, self.world_size = rank, world_size
+        self.heaps = heaps            # sim.backend.HeapSet
+        self.board = board
+        self.memory = memory
+        self.sched = scheduler
+        self.timeout = timeout
+        self.barrier_plus_one = barrier_plus_one
+        self.abort = threading.Event()
+        self.space = AddressSpace()
+        for r, base in enumerate(heaps.bases):
+            self.space.add(Buffer(base, base + heaps.size, f"symmetric heap of rank {r}", r, heaps))
+        self._core_bar = threading.Condition()
+        self._core_bar_state = [0, 0]   # arrived, generation
+
+    # -- addresses ------------------------------------------------------------------------
+    def heap_offset(self, addr: int, what: str) -> int:
+        """Offset of a local symmetric address; error if it is not in this rank's heap."""
+        base = self.heaps.bases[self.rank]
+        if not base <= addr < base + self.heaps.size:
+            b = self.space.find(addr)
+            where = context.kernel_line(3)
+            if b is not None and b.heap_rank is not None:
+                raise TritonDistError(
+                    f"{where}: {what} got an address in the heap of rank {b.heap_rank}, not the local "
+                    f"heap of rank {self.rank}: pass the local symmetric pointer and let {what} translate it")
+            raise TritonDistError(
+                f"{where}: {what} needs a pointer into the symmetric heap, got 0x{addr:x} "
+                f"({'a ' + b.name if b else 'outside every known buffer'}); allocate it with "
+                f"triton_dist.symm_tensor")
+        return addr - base
+
+    def translate(self, addr: int, pe: int, what: str) -> int:
+        off = self.heap_offset(addr, what)
+        self.check_pe(pe, what)
+        return self.heaps.bases[pe] + off
+
+    def check_pe(self, pe: int, what: str) -> None:
+        if not 0 <= pe < self.world_size:
+            raise TritonDistError(
+                f"{context.kernel_line(3)}: {what} targets rank {pe}, but ranks are 0..{self.world_size - 1}")
+
+    # -- waiting ----------------------------------------------------------------------------
+    def wait_until(self, op, addr, awaited, read, done, target=None):
+        """Spin: `v = read()` until `done(v)`; every round is a scheduling point."""
+        c = context.core()
+        core_id = c.core if c is not None else -1
+        w = Waiter(op, addr, awaited, context.kernel_line(3), target or self.space.describe(addr))
+        self.sched.point()
+        v = read()
+        if done(v):
+            return v
+        w.seen = v
+        self.board.set(self.rank, core_id, B.WAITING, op, w.where, w.target, addr, int(awaited), int(v))
+        try:
+            while True:
+                if self.abort.is_set():
+                    raise Aborted()
+                w.rounds += 1
+                self.sched.spin(w)
+                v = read()
+                if done(v):
+                    return v
+                if v != w.seen:
+                    w.seen = v
+                    self.board.seen(self.rank, core_id, int(v))
+                if time.monotonic() - w.started > self.timeout:
+                    raise DeadlockError(
+                        f"rank {self.rank} core {core_id}: {op} waited {self.timeout:.0f} s "
+                        f"(the timeout) without its condition becoming true",
+                        self.board.report([self.rank]))
+        finally:
+            self.board.set_state(self.rank, core_id, B.RUNNING)
+
+    def core_barrier(self, c: CoreContext):
+        """Barrier of the local cores of one launch (the hardware's SyncAll)."""
+        with self._core_bar:
+            gen = self._core_bar_state[1]
+            self._core_bar_state[0] += 1
+            if self._core_bar_state[0] == c.ncores:
+                self._core_bar_state[0] = 0
+                self._core_bar_state[1] += 1
+                return
+        self.wait_until("local core barrier", 0, gen + 1, lambda: self._core_bar_state[1],
+                        lambda g: g != gen, target=f"the {c.ncores} cores of rank {self.rank}")
+
+    # -- kernel launch ------------------------------------------------------------------------
+    def run_grid(self, fn, args, grid, tensors):
+        from . import primitives
+        kernel = getattr(fn, "__name__", "kernel")
+        added = []
+        seen_storage = set()
+        for name, t in tensors:
+            st = t.untyped_storage()
+            start = st.data_ptr()
+            if start in seen_storage or st.nbytes() == 0:
+                continue
+            seen_storage.add(start)
+            if self.space.find(start) is None:
+                b = Buffer(start, start + st.nbytes(), f"tensor argument {name!r} of {kernel}")
+                self.space.add(b)
+                added.append(b)
+        cores = []
+        for x in range(grid[0]):
+            for y in range(grid[1]):
+                for z in range(grid[2]):
+                    cid = (x * grid[1] + y) * grid[2] + z
+                    cores.append(CoreContext(self.rank, cid, (x, y, z), grid, self.memory.new_cache(), kernel))
+        self.abort.clear()
+        self._core_bar_state[:] = [0, 0]
+        self.board.clear_cores(self.rank)
+        self.board.set_state(self.rank, -1, B.IN_KERNEL)
+
+        def body(c):
+            context.set_core(c)
+            self.board.set_state(self.rank, c.core, B.RUNNING)
+            try:
+                fn(**args)
+                primitives.complete_pending(c)
+            finally:
+                self.memory.kernel_end(c.cache) if c.cache is not None else None
+                self.board.set_state(self.rank, c.core, B.DONE)
+                context.set_core(None)
+
+        try:
+            errors = self.sched.run_kernel(self, cores, body)
+        finally:
+            for b in added:
+                self.space.remove(b)
+            self.board.set_state(self.rank, -1, B.RUNNING)
+        real = [(c, e) for c, e in errors if not isinstance(e, Aborted)]
+        if real:
+            c, e = min(real, key=lambda ce: ce[0].core)
+            if isinstance(e, (TritonDistError, DeadlockError)):
+                raise e
+            raise type(e)(f"in kernel {kernel}, program {c.grid_idx} of rank {self.rank}: {e}") from e

@@ -1,0 +1,65 @@
+"""triton_dist: Triton-distributed for Ascend NPUs, with a CPU simulator of the NPU.
+
+Host API (inside ranks started by `launch`, `triton-dist run` or torchrun):
+    init, finalize, rank, world_size, device, symm_tensor, free, barrier
+and the launcher:
+    launch(fn, *args, world_size=N, ...) -> LaunchResult
+
+Importing triton_dist with the sim backend (TRITON_DIST_BACKEND=sim, or auto without an
+NPU) makes @triton.jit kernels defined afterwards run on the simulator.
+"""
+from __future__ import annotations
+
+from . import backend as _backend
+from .backend import is_ascend, is_cuda, is_hip, is_maca
+from .errors import DeadlockError, RankError, TritonDistError
+from .launcher import LaunchResult, launch
+
+__version__ = "0.1.0"
+
+
+def init(**options):
+    """Initialize this rank (idempotent).  Under torchrun: reads RANK/WORLD_SIZE/MASTER_*."""
+    _backend.active().init(**options)
+
+
+def finalize():
+    _backend.active().finalize()
+
+
+def rank() -> int:
+    return _backend.active().rank()
+
+
+def world_size() -> int:
+    return _backend.active().world_size()
+
+
+def device():
+    """The device tensors live on: 'cpu' on the simulator."""
+    return _backend.active().device()
+
+
+def symm_tensor(shape, dtype):
+    """Collective: a zero-filled tensor on the symmetric heap, at the same offset on every rank."""
+    return _backend.active().symm_tensor(shape, dtype)
+
+
+def free(t):
+    """Collective: give a symmetric tensor back."""
+    _backend.active().free(t)
+
+
+def barrier():
+    """Host barrier of all ranks."""
+    _backend.active().barrier()
+
+
+if _backend.resolve() == "sim":
+    # Kernels defined from now on must be interpreted by the simulator.
+    from sim import interp as _interp
+    _interp.install()
+
+__all__ = ["init", "finalize", "rank", "world_size", "device", "symm_tensor", "free", "barrier",
+           "launch", "LaunchResult", "RankError", "DeadlockError", "TritonDistError",
+           "is_ascend", "is_cuda", "is_hip", "is_maca"]

@@ -1,0 +1,144 @@
+"""The `dl` language: distributed primitives usable inside @triton.jit kernels.
+
+    import triton_dist.language as dl
+
+Signatures follow Triton-distributed (SEMANTICS.md §5).  Each op is a Triton builtin:
+interpreted, it runs on the active backend (the simulator); compiled, it is emitted into
+the kernel's IR (triton_dist.language._emit).
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+from triton_dist import symbols as S
+from triton_dist.errors import TritonDistError
+
+from . import _dispatch as D
+
+
+def dist_builtin(fn):
+    """Mark fn as a Triton builtin: the compiler passes `_semantic`; the interpreter passes none."""
+    setattr(fn, tl.core.TRITON_BUILTIN, True)
+    return fn
+
+
+def _emit(*args, **kwargs):
+    from . import _emit as E
+    return E.emit(*args, **kwargs)
+
+
+def _where():
+    from sim.context import kernel_line
+    return kernel_line(3)
+
+
+def _scalar_ptr(x, op):
+    if not D.is_pointer(x):
+        raise TritonDistError(f"{_where()}: {op} takes a pointer, got {getattr(x, 'type', type(x).__name__)}")
+    if x.type.is_block():
+        raise TritonDistError(f"{_where()}: {op} takes a scalar pointer, got a block of pointers "
+                              f"{x.type}; pass the base pointer")
+    return x
+
+
+@dist_builtin
+def rank(axis=-1, _semantic=None):
+    """This PE's rank (aclshmem_my_pe), int32."""
+    if D.interpreting(_semantic):
+        return D.scalar(D.run("aclshmem_my_pe"), tl.int32)
+    return _emit("rank", [], _semantic, axis=D.unwrap(axis))
+
+
+@dist_builtin
+def num_ranks(axis=-1, _semantic=None):
+    """The number of PEs (aclshmem_n_pes), int32."""
+    if D.interpreting(_semantic):
+        return D.scalar(D.run("aclshmem_n_pes"), tl.int32)
+    return _emit("num_ranks", [], _semantic, axis=D.unwrap(axis))
+
+
+@dist_builtin
+def symm_at(ptr, rank, _semantic=None):
+    """The address of `ptr`'s symmetric counterpart on PE `rank` (same pointer type)."""
+    _scalar_ptr(ptr, "symm_at")
+    if D.interpreting(_semantic):
+        out = D.run("aclshmem_ptr", D.to_py(ptr, "symm_at"), int(D.to_py(rank, "symm_at rank")))
+        return D.pointer(out.addr, ptr.type)
+    return _emit("symm_at", [ptr, rank], _semantic)
+
+
+@dist_builtin
+def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic=None):
+    """Set or add `signal` to the signal at `ptr` on PE `rank` (int32: set/add; int64/uint64: set)."""
+    _scalar_ptr(ptr, "notify")
+    sig_op, comm_scope = D.unwrap(sig_op), D.unwrap(comm_scope)
+    if comm_scope not in S.COMM_SCOPES:
+        raise TritonDistError(f"{_where()}: notify: comm_scope must be one of {sorted(S.COMM_SCOPES)}, "
+                              f"got {comm_scope!r}")
+    try:
+        symbol = S.notify_symbol(D.pointer_dtype(ptr).name, sig_op)
+    except ValueError as e:
+        raise TritonDistError(f"{_where()}: {e}") from None
+    if D.interpreting(_semantic):
+        p = D.to_py(ptr, "notify")
+        r = int(D.to_py(rank, "notify rank"))
+        v = int(D.to_py(signal, "notify signal"))
+        if symbol == "aclshmemx_signal_op":
+            D.run("aclshmemx_signal_op", p, v, S.SIG_OPS[sig_op], r)
+        else:
+            D.run("aclshmem_p", p, v, r)
+        return None
+    return _emit("notify", [ptr, rank, signal], _semantic, sig_op=sig_op, comm_scope=comm_scope, symbol=symbol)
+
+
+@dist_builtin
+def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None):
+    """Wait until each of `numBarriers` signal slots (64 bytes apart) equals `waitValue`; returns a token."""
+    _scalar_ptr(barrierPtrs, "wait")
+    scope, semantic = D.unwrap(scope), D.unwrap(semantic)
+    if scope not in S.WAIT_SCOPES:
+        raise TritonDistError(f"{_where()}: wait: scope must be one of {S.WAIT_SCOPES}, got {scope!r}")
+    if semantic not in S.WAIT_SEMANTICS:
+        raise TritonDistError(f"{_where()}: wait: semantic must be one of {S.WAIT_SEMANTICS}, got {semantic!r}")
+    if D.interpreting(_semantic):
+        tok = D.run("aclshmem_wait", D.to_py(barrierPtrs, "wait"), int(D.to_py(numBarriers, "wait numBarriers")),
+                    D.to_py(waitValue, "wait waitValue"))
+        return D.scalar(tok, tl.int32)
+    return _emit("wait", [barrierPtrs, numBarriers, waitValue], _semantic, scope=scope, semantic=semantic)
+
+
+@dist_builtin
+def consume_token(value, token, _semantic=None):
+    """Returns `value` unchanged; makes loads through it depend on the wait that gave `token`."""
+    if D.interpreting(_semantic):
+        return D.run("aclshmem_consume_token", value, token)
+    return _emit("consume_token", [value, token], _semantic)
+
+
+@dist_builtin
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic=None):
+    """Call a device-library symbol chosen by the argument types (Triton-distributed's extern_call)."""
+    lib_name, lib_path, is_pure = D.unwrap(lib_name), D.unwrap(lib_path), D.unwrap(is_pure)
+    args = [D.unwrap(a) for a in args]
+    types = tuple(a.type.scalar if isinstance(a, tl.tensor) else None for a in args)
+    match = None
+    for arg_types, (symbol, ret) in arg_type_symbol_dict.items():
+        if len(arg_types) == len(types) and all(t is None or t == want for t, want in zip(types, arg_types)):
+            match = (symbol, ret)
+            break
+    if match is None:
+        raise TritonDistError(f"{_where()}: extern_call into {lib_name}: no symbol for argument types "
+                              f"{[str(t) for t in types]}; known: {[list(map(str, k)) for k in arg_type_symbol_dict]}")
+    symbol, ret = match
+    if D.interpreting(_semantic):
+        out = D.run(S.family_of(symbol), *[D.to_py(a, f"extern_call {symbol}") for a in args])
+        if ret is None or ret == () or out is None:
+            return None
+        if isinstance(ret, tl.pointer_type):
+            return D.pointer(out.addr, ret)
+        return D.scalar(out, ret)
+    return _emit("extern_call", args, _semantic, lib_name=lib_name, lib_path=lib_path, symbol=symbol,
+                 ret=ret, is_pure=bool(is_pure))
+
+
+__all__ = ["rank", "num_ranks", "symm_at", "notify", "wait", "consume_token", "extern_call"]

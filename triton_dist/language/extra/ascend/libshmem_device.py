@@ -1,0 +1,208 @@
+"""libshmem_device for Ascend: the aclshmem device library as seen from a Triton kernel.
+
+Each function picks its symbol from triton_dist/symbols.py (SHMEM_OPS) and goes through
+`dl.extern_call`: the simulator runs the primitive of that symbol, a compiled kernel
+calls the symbol itself.  The constants are constexprs so kernels can use them.
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+from triton_dist import symbols as S
+from triton_dist.errors import TritonDistError
+from triton_dist.language import dist_builtin, extern_call
+from triton_dist.language import _dispatch as D
+
+ACLSHMEM_SIGNAL_SET = tl.constexpr(S.ACLSHMEM_SIGNAL_SET)
+ACLSHMEM_SIGNAL_ADD = tl.constexpr(S.ACLSHMEM_SIGNAL_ADD)
+ACLSHMEM_CMP_EQ = tl.constexpr(S.ACLSHMEM_CMP_EQ)
+ACLSHMEM_CMP_NE = tl.constexpr(S.ACLSHMEM_CMP_NE)
+ACLSHMEM_CMP_GT = tl.constexpr(S.ACLSHMEM_CMP_GT)
+ACLSHMEM_CMP_GE = tl.constexpr(S.ACLSHMEM_CMP_GE)
+ACLSHMEM_CMP_LT = tl.constexpr(S.ACLSHMEM_CMP_LT)
+ACLSHMEM_CMP_LE = tl.constexpr(S.ACLSHMEM_CMP_LE)
+ACLSHMEM_TEAM_WORLD = tl.constexpr(S.ACLSHMEM_TEAM_WORLD)
+SIGNAL_SLOT_STRIDE_INT32 = tl.constexpr(S.signal_slot_stride(4))
+SIGNAL_SLOT_STRIDE_INT64 = tl.constexpr(S.signal_slot_stride(8))
+
+LIB = "libshmem_device"
+_I32, _U32 = tl.int32, tl.uint32
+_PI32 = tl.pointer_type(tl.int32)
+_RMA_TYPES = [t for t in (tl.float16, tl.float32, tl.bfloat16, tl.int8, tl.int16, tl.int32, tl.int64,
+                          tl.uint8, tl.uint16, tl.uint32, tl.uint64)]
+
+
+def _sym(op, dtype=None):
+    spec = S.SHMEM_OPS[op]
+    return spec.symbol_for(S.TYPE_NAMES.get(dtype.name) if dtype is not None else None)
+
+
+def _cast(x, dtype, _semantic):
+    """Cast a value to the symbol's parameter type (a no-op for Python ints when interpreting)."""
+    x = D.unwrap(x)
+    if not isinstance(x, tl.tensor):
+        return D.scalar(int(x), dtype) if D.interpreting(_semantic) else _semantic.to_tensor(x)
+    if x.type.scalar == dtype:
+        return x
+    if D.interpreting(_semantic):
+        return D.scalar(D.to_py(x), dtype)
+    return _semantic.cast(x, dtype)
+
+
+def _call(op, args, types, ret, _semantic, pure=False):
+    return extern_call(LIB, "", args, {tuple(types): (_sym(op, _elem(args, types)), ret)}, pure,
+                       _semantic=_semantic)
+
+
+def _elem(args, types):
+    spec_types = [t for t in types if isinstance(t, tl.pointer_type)]
+    return spec_types[0].element_ty if spec_types else None
+
+
+@dist_builtin
+def my_pe(_semantic=None):
+    return _call("my_pe", [], [], _I32, _semantic, pure=True)
+
+
+@dist_builtin
+def n_pes(_semantic=None):
+    return _call("n_pes", [], [], _I32, _semantic, pure=True)
+
+
+@dist_builtin
+def team_my_pe(team, _semantic=None):
+    return _call("team_my_pe", [_cast(team, _I32, _semantic)], [_I32], _I32, _semantic, pure=True)
+
+
+@dist_builtin
+def team_n_pes(team, _semantic=None):
+    return _call("team_n_pes", [_cast(team, _I32, _semantic)], [_I32], _I32, _semantic, pure=True)
+
+
+def _ptr_arg(p, what):
+    p = D.unwrap(p)
+    if not D.is_pointer(p) or p.type.is_block():
+        raise TritonDistError(f"libshmem_device.{what}: expected a scalar pointer, got "
+                              f"{getattr(p, 'type', type(p).__name__)}")
+    return p
+
+
+@dist_builtin
+def remote_ptr(local_ptr, pe, _semantic=None):
+    p = _ptr_arg(local_ptr, "remote_ptr")
+    return extern_call(LIB, "", [p, _cast(pe, _I32, _semantic)], {(p.type, _I32): (_sym("remote_ptr"), p.type)},
+                       False, _semantic=_semantic)
+
+
+@dist_builtin
+def int_p(dest, value, pe, _semantic=None):
+    p = _ptr_arg(dest, "int_p")
+    if p.type.element_ty != tl.int32:
+        raise TritonDistError(f"libshmem_device.int_p: dest must point to int32, got {p.type}")
+    return _call("int_p", [p, _cast(value, _I32, _semantic), _cast(pe, _I32, _semantic)],
+                 [_PI32, _I32, _I32], (), _semantic)
+
+
+@dist_builtin
+def int64_p(dest, value, pe, _semantic=None):
+    p = _ptr_arg(dest, "int64_p")
+    if p.type.element_ty != tl.int64:
+        raise TritonDistError(f"libshmem_device.int64_p: dest must point to int64, got {p.type}")
+    return _call("int64_p", [p, _cast(value, tl.int64, _semantic), _cast(pe, _I32, _semantic)],
+                 [p.type, tl.int64, _I32], (), _semantic)
+
+
+def _rma(op, dest, source, nbytes, pe, _semantic):
+    d, s = _ptr_arg(dest, op), _ptr_arg(source, op)
+    if d.type != s.type:
+        raise TritonDistError(f"libshmem_device.{op}: dest and source must have the same pointer type, "
+                              f"got {d.type} and {s.type}")
+    if d.type.element_ty not in _RMA_TYPES:
+        raise TritonDistError(f"libshmem_device.{op}: element type {d.type.element_ty} is not supported "
+                              f"by aclshmem RMA")
+    return _call(op, [d, s, _cast(nbytes, _U32, _semantic), _cast(pe, _I32, _semantic)],
+                 [d.type, s.type, _U32, _I32], (), _semantic)
+
+
+@dist_builtin
+def putmem(dest, source, nbytes, pe, _semantic=None):
+    return _rma("putmem", dest, source, nbytes, pe, _semantic)
+
+
+@dist_builtin
+def getmem(dest, source, nbytes, pe, _semantic=None):
+    return _rma("getmem", dest, source, nbytes, pe, _semantic)
+
+
+@dist_builtin
+def putmem_nbi(dest, source, nbytes, pe, _semantic=None):
+    return _rma("putmem_nbi", dest, source, nbytes, pe, _semantic)
+
+
+@dist_builtin
+def getmem_nbi(dest, source, nbytes, pe, _semantic=None):
+    return _rma("getmem_nbi", dest, source, nbytes, pe, _semantic)
+
+
+def _sig_ptr(sig_addr, what):
+    s = _ptr_arg(sig_addr, what)
+    if s.type.element_ty != tl.int32:
+        raise TritonDistError(f"libshmem_device.{what}: signals are int32 on Ascend, got {s.type}")
+    return s
+
+
+def _putmem_signal(op, dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic):
+    d, s = _ptr_arg(dest, op), _ptr_arg(source, op)
+    sig = _sig_ptr(sig_addr, op)
+    return _call(op, [d, s, _cast(nbytes, _U32, _semantic), sig, _cast(signal, _I32, _semantic),
+                      _cast(sig_op, _I32, _semantic), _cast(pe, _I32, _semantic)],
+                 [d.type, s.type, _U32, _PI32, _I32, _I32, _I32], (), _semantic)
+
+
+@dist_builtin
+def putmem_signal(dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic=None):
+    return _putmem_signal("putmem_signal", dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic)
+
+
+@dist_builtin
+def putmem_signal_nbi(dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic=None):
+    return _putmem_signal("putmem_signal_nbi", dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic)
+
+
+@dist_builtin
+def signal_op(sig_addr, signal, sig_op, pe, _semantic=None):
+    sig = _sig_ptr(sig_addr, "signal_op")
+    return _call("signal_op", [sig, _cast(signal, _I32, _semantic), _cast(sig_op, _I32, _semantic),
+                               _cast(pe, _I32, _semantic)], [_PI32, _I32, _I32, _I32], (), _semantic)
+
+
+@dist_builtin
+def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None):
+    sig = _sig_ptr(sig_addr, "signal_wait_until")
+    return _call("signal_wait_until", [sig, _cast(cmp_, _I32, _semantic), _cast(cmp_val, _I32, _semantic)],
+                 [_PI32, _I32, _I32], _I32, _semantic)
+
+
+@dist_builtin
+def barrier_all(_semantic=None):
+    return _call("barrier_all", [], [], (), _semantic)
+
+
+@dist_builtin
+def barrier_all_vec(_semantic=None):
+    return _call("barrier_all_vec", [], [], (), _semantic)
+
+
+@dist_builtin
+def barrier(team, _semantic=None):
+    return _call("barrier", [_cast(team, _I32, _semantic)], [_I32], (), _semantic)
+
+
+@dist_builtin
+def quiet(_semantic=None):
+    return _call("quiet", [], [], (), _semantic)
+
+
+@dist_builtin
+def fence(_semantic=None):
+    return _call("fence", [], [], (), _semantic)
