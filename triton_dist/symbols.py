@@ -173,3 +173,12 @@ def family_of(symbol: str) -> str:
     if symbol.startswith("aclshmem_consume_token_"):
         return "aclshmem_consume_token"
     return symbol
+
+
+# --- element types as the lowering reads them from TTIR (SEMANTICS §6) --------------------
+# TTIR integers are signless, so an IR type names the signed type of its width; the one
+# unsigned symbol (aclshmem_uint64_p) is chosen from the dtype the frontend recorded.
+IR_TYPE_NAMES = {
+    "bf16": "bfloat16", "f16": "half", "f32": "float",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+}

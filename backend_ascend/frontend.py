@@ -1,0 +1,176 @@
+"""Build real TTIR for a @triton.jit kernel with Triton's own frontend, on any machine.
+
+No GPU or NPU is needed: the kernel is traced by Triton's code generator for a fake
+target (the frontend only needs a backend's options and codegen hooks), then the TTIR
+stage passes run (the same list triton-ascend's `ttir` stage runs).  Kernels defined
+while the simulator is active are InterpretedFunction objects: they (and the @triton.jit
+helpers they call) are wrapped into real JITFunctions for the trace.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from triton_dist.errors import TritonDistError
+
+# A target whose backend ships with every triton wheel.  Only its frontend options are
+# used (no code is generated for it).
+FAKE_TARGET = ("cuda", 80, 32)
+
+
+def _jit_classes():
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+    return JITFunction, interpreter.InterpretedFunction
+
+
+class _LoweringJIT:
+    """Factory of JITFunctions whose globals see JITFunctions instead of InterpretedFunctions."""
+
+    def __init__(self):
+        self._memo = {}
+        JITFunction, _ = _jit_classes()
+
+        factory = self
+
+        class Traced(JITFunction):
+            def get_capture_scope(self):
+                scope = super().get_capture_scope()
+                return {k: factory.convert(v) for k, v in scope.items()}
+
+        self.Traced = Traced
+
+    def convert(self, value, depth=0):
+        JITFunction, Interpreted = _jit_classes()
+        if isinstance(value, Interpreted):
+            return self.jit(value.fn, noinline=value.kwargs.get("noinline"))
+        if isinstance(value, types.ModuleType) and depth == 0 and (
+                type(value) is not types.ModuleType or _holds_interpreted(value, Interpreted)):
+            # Triton's frontend accepts only plain modules as globals (not a ModuleProxy
+            # such as libshmem_device) and JITFunctions as callees: give it a plain module
+            # whose attributes are converted.
+            key = ("module", id(value))
+            if key not in self._memo:
+                view = types.ModuleType(value.__name__)
+                for name in dir(value):
+                    try:
+                        attr = getattr(value, name)
+                    except AttributeError:
+                        continue
+                    setattr(view, name, self.convert(attr, depth + 1))
+                self._memo[key] = (value, view)
+            return self._memo[key][1]
+        return value
+
+    def jit(self, fn, noinline=None):
+        key = ("fn", fn)
+        if key not in self._memo:
+            self._memo[key] = self.Traced(fn, noinline=noinline)
+        return self._memo[key]
+
+
+def _holds_interpreted(module, Interpreted):
+    try:
+        return any(isinstance(v, Interpreted) for v in vars(module).values())
+    except TypeError:
+        return False
+
+
+def as_jit_function(fn):
+    """A real JITFunction for `fn` (@triton.jit kernel, InterpretedFunction or plain function)."""
+    JITFunction, Interpreted = _jit_classes()
+    factory = _LoweringJIT()
+    if isinstance(fn, Interpreted):
+        return factory.jit(fn.fn, noinline=fn.kwargs.get("noinline"))
+    if isinstance(fn, JITFunction):
+        return factory.jit(fn.fn, noinline=fn.noinline)
+    if inspect.isfunction(fn):
+        return factory.jit(fn)
+    raise TritonDistError(f"lower: expected a @triton.jit kernel, got {type(fn).__name__}")
+
+
+def _check_signature(jit, signature, constexprs):
+    from triton.language import str_to_ty
+    if not isinstance(signature, dict):
+        raise TritonDistError(f"lower: signature must be a dict of parameter name -> Triton type string "
+                              f"(e.g. {{'sig': '*i32', 'buf': '*fp32'}}), got {type(signature).__name__}")
+    constexprs = dict(constexprs or {})
+    names = jit.arg_names
+    declared = {jit.arg_names[i] for i in jit.constexprs}
+    unknown = [k for k in list(signature) + list(constexprs) if k not in names]
+    if unknown:
+        raise TritonDistError(f"lower: kernel {jit.__name__} has no parameter(s) {', '.join(map(repr, unknown))}; "
+                              f"its parameters are {', '.join(names)}")
+    sig = {}
+    for name in names:
+        if name in constexprs:
+            sig[name] = "constexpr"
+            continue
+        if name in declared:
+            raise TritonDistError(f"lower: parameter {name!r} of {jit.__name__} is a tl.constexpr; give its value "
+                                  f"with constexprs={{'{name}': ...}} (CLI: --constexpr {name}=VALUE)")
+        if name not in signature:
+            raise TritonDistError(f"lower: no type for parameter {name!r} of {jit.__name__}; add it to the "
+                                  f"signature, e.g. {name}=*fp32 for a pointer or {name}=i32 for a scalar")
+        ty = signature[name]
+        if not isinstance(ty, str) or ty == "constexpr":
+            raise TritonDistError(f"lower: the type of {name!r} must be a Triton type string such as *fp32, *i32, "
+                                  f"i32 or fp32, got {ty!r}")
+        try:
+            str_to_ty(ty, None)
+        except Exception:  # noqa: BLE001 - triton raises several kinds for an unknown type
+            raise TritonDistError(f"lower: unknown Triton type {ty!r} for parameter {name!r}; use e.g. *fp32, "
+                                  f"*bf16, *i32, *i64, *u64, i32, i64 or fp32") from None
+        sig[name] = ty
+    return sig, constexprs
+
+
+def _ttir_passes(module, context):
+    from triton._C.libtriton import ir, passes
+    pm = ir.pass_manager(context)
+    passes.common.add_inliner(pm)
+    passes.ttir.add_combine(pm)
+    passes.common.add_canonicalizer(pm)
+    passes.ttir.add_reorder_broadcast(pm)
+    passes.common.add_cse(pm)
+    passes.common.add_licm(pm)
+    passes.common.add_symbol_dce(pm)
+    passes.ttir.add_loop_unroll(pm)
+    pm.run(module, "ttir")
+
+
+def build_ttir(fn, signature, constexprs=None):
+    """(module, jit): the TTIR module of `fn` specialised on `signature` and `constexprs`."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+    from triton.compiler.errors import CompilationError
+
+    jit = as_jit_function(fn)
+    sig, consts = _check_signature(jit, signature, constexprs)
+    target = GPUTarget(*FAKE_TARGET)
+    backend = make_backend(target)
+    options = backend.parse_options({"default_dot_input_precision": "ieee"})
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    src = ASTSource(jit, sig, consts)
+    try:
+        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                             backend.get_module_map(), context)
+    except CompilationError as e:
+        raise TritonDistError(f"cannot lower kernel {jit.__name__}: {_root_message(e)}") from e
+    _ttir_passes(module, context)
+    return module, jit
+
+
+def _root_message(e):
+    """The compile error with its source snippet, ending in the innermost cause's message."""
+    text = str(e).rstrip()
+    cause = e.__cause__
+    while cause is not None and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f"\n{type(cause).__name__}: {cause}"
+    return text

@@ -1,0 +1,479 @@
+"""ConvertTritonDistributedToHIVM, as a Python pass over the printed TTIR module.
+
+Input: a TTIR module (text) in which the distributed ops are carried as
+`tt.extern_elementwise` ops of library CARRIER_LIBNAME (triton_dist/language/_emit.py
+says how).  Output: the same text in which every carrier became one `hivm.hir.custom`
+op named "dist.<symbol>" (SEMANTICS.md §6); every other line is left exactly as it was,
+apart from the few `arith` / `tensor.empty` lines a conversion needs, inserted just
+before the custom op.
+
+Why text: stock Triton's Python bindings can walk a module but cannot create an op of
+an unregistered dialect (hivm is not in stock Triton), so the pass reads the facts it
+needs (operand types, entry-block arguments of the enclosing tt.func, whether the module
+holds a dot) from the printed module, and writes the HIVM ops as text.  The printed form
+is MLIR's generic-free pretty form, one op per line; only carrier lines and tt.func
+headers are parsed, with a bracket- and string-aware scanner.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from triton_dist import symbols as S
+from triton_dist.errors import TritonDistError
+from triton_dist.language._emit import CARRIER_LIBNAME, CARRIER_OP, CARRIER_OPS, OP_ATTR, VOID_ATTR
+
+CUSTOM_OP = "hivm.hir.custom"
+CUSTOM_PREFIX = "dist."
+PIPE = "PIPE_S"          # the per-symbol pipe table is empty: every op runs on PIPE_S
+VF_MODE = "SIMD"
+DOT_OPS = ("tt.dot", "tt.dot_scaled")
+
+
+class LoweringError(TritonDistError):
+    """The module cannot be lowered to HIVM (an op the NPU has no symbol for, ...)."""
+
+
+# --- a small scanner for MLIR's printed form ------------------------------------------------
+
+_OPEN = {"(": ")", "[": "]", "{": "}", "<": ">"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+
+
+def _scan_string(s, i):
+    """Index just past the string literal starting at s[i] == '"'."""
+    i += 1
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+            continue
+        if s[i] == '"':
+            return i + 1
+        i += 1
+    raise ValueError(f"unterminated string in {s!r}")
+
+
+def _match(s, i):
+    """Index just past the bracket group opening at s[i]."""
+    depth = []
+    while i < len(s):
+        c = s[i]
+        if c == '"':
+            i = _scan_string(s, i)
+            continue
+        if c == "-" and i + 1 < len(s) and s[i + 1] == ">":    # '->' is not a bracket
+            i += 2
+            continue
+        if c in _OPEN:
+            depth.append(_OPEN[c])
+        elif c in _CLOSE:
+            if not depth or depth.pop() != c:
+                raise ValueError(f"unbalanced {c!r} at {i} in {s!r}")
+            if not depth:
+                return i + 1
+        i += 1
+    raise ValueError(f"unclosed bracket in {s!r}")
+
+
+def _split_top(s, sep=","):
+    """Split s at top-level separators (outside brackets and strings)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        c = s[i]
+        if c == '"':
+            i = _scan_string(s, i)
+            continue
+        if c == "-" and i + 1 < len(s) and s[i + 1] == ">":
+            i += 2
+            continue
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(s[start:i].strip())
+            start = i + 1
+        i += 1
+    tail = s[start:].strip()
+    if tail or parts:
+        parts.append(tail)
+    return [p for p in parts if p]
+
+
+_ESC = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
+
+
+def _unescape(body):
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in _ESC:
+                out.append(_ESC[nxt])
+                i += 2
+                continue
+            out.append(chr(int(body[i + 1:i + 3], 16)))
+            i += 3
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _escape(text):
+    return "".join(c if c.isprintable() and c not in '"\\' else f"\\{ord(c):02X}" for c in text)
+
+
+def parse_attr_dict(body):
+    """`a = "x", b = 1 : i32, c = true, d` -> {'a': 'x', 'b': 1, 'c': True, 'd': True}."""
+    attrs = {}
+    for entry in _split_top(body):
+        if "=" not in entry.split('"', 1)[0]:
+            attrs[entry.strip()] = True            # unit attribute
+            continue
+        key, value = entry.split("=", 1)
+        key, value = key.strip().strip('"'), value.strip()
+        if value.startswith('"'):
+            attrs[key] = _unescape(value[1:_scan_string(value, 0) - 1])
+        elif value in ("true", "false"):
+            attrs[key] = value == "true"
+        elif re.fullmatch(r"-?\d+(\s*:\s*\w+)?", value):
+            attrs[key] = int(value.split(":")[0])
+        else:
+            attrs[key] = value
+    return attrs
+
+
+# --- types ------------------------------------------------------------------------------------
+
+def is_scalar_pointer(ty: str) -> bool:
+    return ty.startswith("!tt.ptr<")
+
+
+def pointee(ty: str) -> str:
+    """'!tt.ptr<f32>' -> 'f32' (an address space, if printed, is dropped)."""
+    inner = ty[len("!tt.ptr<"):-1]
+    return _split_top(inner)[0]
+
+
+def _tensor_parts(ty: str):
+    """'tensor<16x8x!tt.ptr<f32>>' -> ([16, 8], '!tt.ptr<f32>')."""
+    inner = ty[len("tensor<"):-1]
+    if "," in inner:                               # an encoding; TTIR has none
+        inner = _split_top(inner)[0]
+    dims = []
+    while True:
+        m = re.match(r"(\d+|\?)x", inner)
+        if not m:
+            break
+        dims.append(m.group(1))
+        inner = inner[m.end():]
+    return dims, inner
+
+
+def type_name(elem: str, what: str) -> str:
+    """The symbol type name of an MLIR element type (SEMANTICS §6), or a LoweringError."""
+    name = S.IR_TYPE_NAMES.get(elem)
+    if name is None:
+        raise LoweringError(
+            f"{what}: the aclshmem device library has no symbol for element type {elem}; "
+            f"supported: {', '.join(f'{k} ({v})' for k, v in S.IR_TYPE_NAMES.items())}")
+    return name
+
+
+def consume_token_type_name(ty: str) -> str:
+    """`<type>` for a scalar, `<type>_ptr_<rank>d` for a pointer (a scalar pointer is 1d)."""
+    what = "consume_token"
+    if is_scalar_pointer(ty):
+        return type_name(pointee(ty), what) + "_ptr_1d"
+    if ty.startswith("tensor<"):
+        dims, elem = _tensor_parts(ty)
+        if is_scalar_pointer(elem):
+            return type_name(pointee(elem), what) + f"_ptr_{len(dims)}d"
+        raise LoweringError(
+            f"consume_token on a tensor of values ({ty}) has no aclshmem symbol: consume the token on "
+            f"the pointer (or tensor of pointers) you load through, then load")
+    return type_name(ty, what)
+
+
+# --- the module ---------------------------------------------------------------------------------
+
+@dataclass
+class Carrier:
+    line_no: int
+    indent: str
+    result: str
+    operands: list
+    types: list
+    result_type: str
+    attrs: dict
+    loc: str = ""
+
+    @property
+    def op(self):
+        return self.attrs.get(OP_ATTR)
+
+    @property
+    def void(self):
+        return VOID_ATTR in self.attrs
+
+
+@dataclass
+class Func:
+    name: str
+    start: int
+    end: int
+    entry_args: dict = field(default_factory=dict)   # name -> type
+
+
+_OP_NAME = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([A-Za-z_][\w$]*\.[\w$.]+)"?')
+_CARRIER_HEAD = re.compile(r"^(\s*)(%[A-Za-z0-9_$.\-#]+)\s*=\s*" + re.escape(CARRIER_OP) + r"\b(.*)$")
+_LOC_TAIL = re.compile(r"\s+(loc\(.*\))\s*$")
+
+
+def op_name(line: str):
+    m = _OP_NAME.match(line)
+    return m.group(1) if m else None
+
+
+def _parse_carrier(line_no, line):
+    m = _CARRIER_HEAD.match(line)
+    if not m:
+        return None
+    indent, result, rest = m.groups()
+    loc = ""
+    lm = _LOC_TAIL.search(rest)
+    if lm:
+        loc, rest = lm.group(1), rest[:lm.start()]
+    brace = rest.find("{")
+    if brace < 0:
+        raise LoweringError(f"line {line_no + 1}: cannot read the attributes of {CARRIER_OP}: {line.strip()}")
+    operands = [o.strip() for o in rest[:brace].split(",") if o.strip()]
+    end = _match(rest, brace)
+    attrs = parse_attr_dict(rest[brace + 1:end - 1])
+    if attrs.get("libname") != CARRIER_LIBNAME:
+        return None
+    sig = rest[end:].strip()
+    if not sig.startswith(":"):
+        raise LoweringError(f"line {line_no + 1}: cannot read the type of {CARRIER_OP}: {line.strip()}")
+    sig = sig[1:].strip()
+    close = _match(sig, 0)
+    types = _split_top(sig[1:close - 1])
+    after = sig[close:].strip()
+    if not after.startswith("->"):
+        raise LoweringError(f"line {line_no + 1}: cannot read the result type of {CARRIER_OP}: {line.strip()}")
+    result_type = after[2:].strip()
+    if len(types) != len(operands):
+        raise LoweringError(f"line {line_no + 1}: {len(operands)} operands but {len(types)} types: {line.strip()}")
+    return Carrier(line_no, indent, result, operands, types, result_type, attrs, loc)
+
+
+def _parse_funcs(lines):
+    funcs = []
+    for i, line in enumerate(lines):
+        if op_name(line) != "tt.func":
+            continue
+        at = line.find("@")
+        m = re.match(r"@([\w$.\-]+|\"[^\"]*\")", line[at:])
+        name = m.group(1)
+        paren = line.find("(", at)
+        close = _match(line, paren)
+        args = {}
+        for entry in _split_top(line[paren + 1:close - 1]):
+            am = re.match(r"(%[A-Za-z0-9_$.\-#]+)\s*:\s*(.*)$", entry)
+            if am:
+                ty = am.group(2)
+                ty = _LOC_TAIL.sub("", ty)
+                if "{" in ty:                              # argument attributes
+                    ty = ty[:ty.index("{")]
+                args[am.group(1)] = ty.strip()
+        indent = line[:len(line) - len(line.lstrip())]
+        end = i
+        if line.rstrip().endswith("{"):
+            closing = indent + "}"
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].rstrip() == closing
+                        or lines[j].startswith(closing + " loc(")), len(lines) - 1)
+        funcs.append(Func(name, i, end, args))
+    return funcs
+
+
+def module_has_dot(text: str) -> bool:
+    return any(op_name(line) in DOT_OPS for line in text.splitlines())
+
+
+def core_type_of(symbol: str, has_dot: bool) -> str:
+    """Prefix table first (asked with the symbol, then with its untyped family, so that
+    aclshmem_float_putmem reads as aclshmem_putmem), then the dot rule."""
+    for candidate in dict.fromkeys((symbol, S.family_of(symbol))):
+        for prefix, core in S.CORE_TYPE_PREFIXES:
+            if candidate.startswith(prefix):
+                return core
+    return S.CUBE_AND_VECTOR if has_dot else S.VECTOR
+
+
+class _Names:
+    """Fresh SSA names that collide with nothing in the module."""
+
+    def __init__(self, text):
+        self.used = set(re.findall(r"%[A-Za-z0-9_$.\-]+", text))
+        self.n = 0
+
+    def fresh(self, hint):
+        while True:
+            name = f"%dist_{hint}{self.n}"
+            self.n += 1
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+
+@dataclass
+class Lowered:
+    symbol: str
+    operands: list          # [(name, type)]
+    pre: list               # lines inserted before the custom op (without indent)
+    effects: str
+
+
+def _where(c: Carrier, func: Func):
+    return f"@{func.name} line {c.line_no + 1} ({c.op})"
+
+
+def _lower_one(c: Carrier, func: Func, names: _Names) -> Lowered:
+    op = c.op
+    ops = list(zip(c.operands, c.types))
+    where = _where(c, func)
+    if op not in CARRIER_OPS:
+        raise LoweringError(f"{where}: unknown distributed op {op!r} in a {CARRIER_LIBNAME} carrier; "
+                            f"known: {', '.join(CARRIER_OPS)}")
+    if op in ("rank", "num_ranks"):
+        spec = S.DL_OPS[op]
+        return Lowered(spec.symbol, [], [], spec.effects)
+    if op in ("symm_at", "wait"):
+        ptr_ty = c.types[0]
+        if not is_scalar_pointer(ptr_ty):
+            raise LoweringError(f"{where}: expected a scalar pointer first, got {ptr_ty}")
+        spec = S.DL_OPS[op]
+        return Lowered(spec.symbol_for(type_name(pointee(ptr_ty), f"{where}")), ops, [], spec.effects)
+    if op == "consume_token":
+        spec = S.DL_OPS[op]
+        try:
+            tn = consume_token_type_name(c.types[0])
+        except LoweringError as e:
+            raise LoweringError(f"{where}: {e}") from None
+        return Lowered(spec.symbol_for(tn), ops, [], spec.effects)
+    if op == "notify":
+        return _lower_notify(c, where, names)
+    # extern_call
+    symbol = c.attrs.get("symbol")
+    if not symbol:
+        raise LoweringError(f"{where}: extern_call without a symbol")
+    return Lowered(symbol, ops, [], S.NONE if c.attrs.get("pure") else S.READ_WRITE)
+
+
+_IR_INT_DTYPES = {"i32": ("int32",), "i64": ("int64", "uint64")}
+_SIGNAL_IR_TYPE = {"int32": "i32", "int64": "i64", "uint64": "i64"}
+
+
+def _cast_int(value, src, dst, names):
+    if src == dst:
+        return value, []
+    new = names.fresh("sig")
+    width = lambda t: int(t[1:])  # noqa: E731
+    if not (re.fullmatch(r"i\d+", src) and re.fullmatch(r"i\d+", dst)):
+        raise LoweringError(f"notify: the signal value must be an integer, got {src}")
+    op = "arith.trunci" if width(src) > width(dst) else "arith.extsi"
+    return new, [f"{new} = {op} {value} : {src} to {dst}"]
+
+
+def _lower_notify(c: Carrier, where, names) -> Lowered:
+    (sig, sig_ty), (rank, rank_ty), (signal, signal_ty) = zip(c.operands, c.types)
+    if not is_scalar_pointer(sig_ty):
+        raise LoweringError(f"{where}: the signal must be a scalar pointer, got {sig_ty}")
+    elem = pointee(sig_ty)
+    dtype = c.attrs.get("triton_dist.signal_dtype")
+    if dtype is None:                       # not made by triton_dist: the IR type decides
+        dtype = _IR_INT_DTYPES.get(elem, (S.IR_TYPE_NAMES.get(elem, elem),))[0]
+    elif dtype in _SIGNAL_IR_TYPE and _SIGNAL_IR_TYPE[dtype] != elem:
+        raise LoweringError(f"{where}: signal_dtype {dtype} does not match the signal pointer type {sig_ty}")
+    sig_op = c.attrs.get("triton_dist.sig_op", "set")
+    try:
+        symbol = S.notify_symbol(dtype, sig_op)
+    except ValueError as e:
+        raise LoweringError(f"{where}: {e}") from None
+    spec = S.DL_OPS["notify"]
+    if symbol == "aclshmemx_signal_op":
+        value, pre = _cast_int(signal, signal_ty, "i32", names)
+        code = names.fresh("sigop")
+        pre.append(f"{code} = arith.constant {S.SIG_OPS[sig_op]} : i32")
+        operands = [(sig, sig_ty), (value, "i32"), (code, "i32"), (rank, rank_ty)]
+    else:
+        value, pre = _cast_int(signal, signal_ty, "i64", names)
+        operands = [(sig, sig_ty), (value, "i64"), (rank, rank_ty)]
+    return Lowered(symbol, operands, pre, spec.effects)
+
+
+def _custom_line(c: Carrier, low: Lowered, func: Func, has_dot, names, bitcode):
+    indent = c.indent
+    lines = [indent + p for p in low.pre]
+    gm = [i for i, (name, ty) in enumerate(low.operands) if is_scalar_pointer(ty) and name in func.entry_args]
+    attrs = {}
+    if bitcode is not None:
+        attrs["bitcode"] = f'"{_escape(bitcode)}"'
+    attrs["gm_addr_args_indices"] = "array<i32" + (": " + ", ".join(map(str, gm)) if gm else "") + ">"
+    attrs["hivm.is_distributed"] = None
+    attrs["hivm.pipe"] = f"#hivm.pipe<{PIPE}>"
+    attrs["hivm.tcore_type"] = f"#hivm.tcore_type<{core_type_of(low.symbol, has_dot)}>"
+    attrs["hivm.vf_mode"] = f"#hivm.vf_mode<{VF_MODE}>"
+    if low.effects == S.NONE:
+        attrs["no_side_effect"] = None
+    attrs["symbol"] = f'"{_escape(low.symbol)}"'
+    attr_text = ", ".join(k if v is None else f"{k} = {v}" for k, v in sorted(attrs.items()))
+    text = f'{CUSTOM_OP} {{{attr_text}}} "{CUSTOM_PREFIX}{_escape(low.symbol)}"'
+    if low.operands:
+        text += (" ins(" + ", ".join(n for n, _ in low.operands) + " : "
+                 + ", ".join(t for _, t in low.operands) + ")")
+    head = ""
+    if not c.void:
+        head = f"{c.result} = "
+        if c.result_type.startswith("tensor<"):
+            init = names.fresh("init")
+            lines.append(f"{indent}{init} = tensor.empty() : {c.result_type}")
+            text += f" outs({init} : {c.result_type})"
+        text += f" -> {c.result_type}"
+    if c.loc:
+        text += " " + c.loc
+    lines.append(indent + head + text)
+    return lines
+
+
+def convert_text(text: str, *, has_dot: bool | None = None, bitcode: str | None = None):
+    """Lower every distributed carrier of a printed TTIR module.  Returns (text, count)."""
+    lines = text.split("\n")
+    if has_dot is None:
+        has_dot = module_has_dot(text)
+    funcs = _parse_funcs(lines)
+    names = _Names(text)
+    replaced = {}
+    for f in funcs:
+        for i in range(f.start + 1, f.end):
+            if op_name(lines[i]) != CARRIER_OP:
+                continue
+            c = _parse_carrier(i, lines[i])
+            if c is None:
+                continue
+            if c.void and re.search(re.escape(c.result) + r"(?![\w$.\-])",
+                                    "\n".join(lines[:i] + lines[i + 1:])):
+                raise LoweringError(f"{_where(c, f)}: the placeholder result {c.result} of an op without a "
+                                    f"result is used; the carrier was not made by triton_dist")
+            replaced[i] = _custom_line(c, _lower_one(c, f, names), f, has_dot, names, bitcode)
+    out = []
+    for i, line in enumerate(lines):
+        out.extend(replaced.get(i, [line]))
+    result = "\n".join(out)
+    left = [j + 1 for j, line in enumerate(out) if op_name(line) == CARRIER_OP
+            and f'libname = "{CARRIER_LIBNAME}"' in line]
+    if left:
+        raise LoweringError(f"distributed ops outside any tt.func were left unlowered (lines {left})")
+    return result, len(replaced)
