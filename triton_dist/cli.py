@@ -1,0 +1,158 @@
+"""The `triton-dist` command.
+
+    triton-dist lower path/to/file.py::kernel --signature sig=*i32,buf=*fp32 [--constexpr N=16]
+
+Each subcommand is one entry of SUBCOMMANDS: a function that adds its arguments to its
+argparse subparser, and a handler `handler(args) -> int` (the exit status).  A handler
+reports a user mistake by raising CliError (or TritonDistError); main() prints it as one
+short line and exits with status 2, without a traceback.  To add a subcommand (run,
+explore, replay, ...), write its two functions and add it to SUBCOMMANDS.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+PROG = "triton-dist"
+
+
+class CliError(Exception):
+    """A bad argument: printed as `triton-dist <cmd>: error: <message>`, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace], int]
+
+
+# --- shared helpers --------------------------------------------------------------------------
+
+def load_target(spec: str):
+    """'path/to/file.py::name' -> the object `name` defined by that file (the file is run)."""
+    if "::" not in spec:
+        raise CliError(f"expected FILE.py::NAME (e.g. kernels.py::allgather), got {spec!r}")
+    path, name = spec.rsplit("::", 1)
+    if not path or not name:
+        raise CliError(f"expected FILE.py::NAME (e.g. kernels.py::allgather), got {spec!r}")
+    if not os.path.isfile(path):
+        raise CliError(f"no such file: {path}")
+    mod_name = "_triton_dist_cli_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    spec_ = importlib.util.spec_from_file_location(mod_name, path)
+    if spec_ is None or spec_.loader is None:
+        raise CliError(f"cannot load {path} as Python (is it a .py file?)")
+    module = importlib.util.module_from_spec(spec_)
+    sys.modules[mod_name] = module
+    directory = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, directory)
+    try:
+        spec_.loader.exec_module(module)
+    except SystemExit as e:
+        raise CliError(f"{path} exited while being loaded (status {e.code})") from None
+    except Exception as e:  # noqa: BLE001 - any error in the user's file is reported, not raised
+        raise CliError(f"loading {path} failed: {type(e).__name__}: {e}") from None
+    finally:
+        if sys.path and sys.path[0] == directory:
+            sys.path.pop(0)
+    if not hasattr(module, name):
+        known = sorted(k for k, v in vars(module).items() if _is_kernel(v))
+        hint = f"; kernels in it: {', '.join(known)}" if known else ""
+        raise CliError(f"{path} defines no {name!r}{hint}")
+    return getattr(module, name)
+
+
+def _is_kernel(obj) -> bool:
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+    return isinstance(obj, (JITFunction, interpreter.InterpretedFunction))
+
+
+def parse_assignments(items, what, example):
+    """['a=1,b=2', 'c=3'] -> {'a': '1', 'b': '2', 'c': '3'}; each name given once."""
+    out = {}
+    for item in items or []:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, value = part.partition("=")
+            name, value = name.strip(), value.strip()
+            if not sep or not name.isidentifier() or not value:
+                raise CliError(f"{what}: expected NAME=VALUE (e.g. {example}), got {part!r}")
+            if name in out:
+                raise CliError(f"{what}: {name} is given twice")
+            out[name] = value
+    return out
+
+
+def constexpr_value(text: str):
+    """'16' -> 16, '1.5' -> 1.5, 'True' -> True; anything else stays a string."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    return value if isinstance(value, (int, float, bool, str)) else text
+
+
+# --- lower --------------------------------------------------------------------------------------
+
+def _configure_lower(p: argparse.ArgumentParser):
+    p.add_argument("kernel", metavar="FILE.py::KERNEL", help="the @triton.jit kernel to lower")
+    p.add_argument("--signature", "-s", action="append", required=True, metavar="NAME=TYPE,...",
+                   help="Triton types of the non-constexpr parameters, e.g. sig=*i32,buf=*fp32,n=i32")
+    p.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE,...",
+                   help="values of the tl.constexpr parameters, e.g. BLOCK=16")
+    p.add_argument("--debug-info", action="store_true", help="keep source locations in the output")
+
+
+def _lower(args) -> int:
+    signature = parse_assignments(args.signature, "--signature", "sig=*i32,buf=*fp32")
+    constexprs = {k: constexpr_value(v) for k, v in
+                  parse_assignments(args.constexpr, "--constexpr", "BLOCK=16").items()}
+    kernel = load_target(args.kernel)
+    from backend_ascend import lower
+    sys.stdout.write(lower(kernel, signature, constexprs, debug_info=args.debug_info).rstrip("\n") + "\n")
+    return 0
+
+
+SUBCOMMANDS = [
+    Subcommand("lower", "print a kernel's TTIR after the HIVM lowering of its distributed ops "
+               "(runs on any machine)", _configure_lower, _lower),
+]
+
+
+# --- entry point ----------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Triton-distributed for Ascend NPUs, "
+                                     "with a CPU simulator of the NPU.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for cmd in SUBCOMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.configure(p)
+        p.set_defaults(_handler=cmd.handler, _parser=p)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)            # exits with status 2 on a usage error
+    from triton_dist.errors import TritonDistError
+    try:
+        return int(args._handler(args) or 0)
+    except (CliError, TritonDistError) as e:
+        args._parser.exit(2, f"{PROG} {args.command}: error: {e}\n")
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
