@@ -63,6 +63,9 @@ class SimBackend(Backend):
                         "triton_dist.launch / `triton-dist run -n N`")
                 dist.init_process_group("gloo")
             self._owns_group = True
+            # connectFullMesh returns on one rank before its peers have finished their side:
+            # a rank that exited right away would break a slower peer's handshake.
+            dist.barrier()
         rank, world_size = dist.get_rank(), dist.get_world_size()
         if heaps is None:
             heaps = self._named_heaps(rank, world_size, heap_bytes or heap.DEFAULT_HEAP_BYTES)

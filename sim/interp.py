@@ -31,7 +31,7 @@ _access = threading.local()   # .scalar: is the current tl.load/tl.store on a sc
 REQUIRED = (
     (_interp, "GridExecutor"), (_interp.GridExecutor, "__call__"), (_interp.GridExecutor, "_init_args_hst"),
     (_interp, "InterpreterBuilder"), (_interp, "interpreter_builder"), (_interp, "_patch_lang"),
-    (_interp, "_implicit_cvt"), (_interp, "InterpretedFunction"), (_interp.InterpretedFunction, "rewrite"),
+    (_interp, "_implicit_cvt"), (_interp, "_patch_lang_tensor"), (_interp, "InterpretedFunction"), (_interp.InterpretedFunction, "rewrite"),
     (_interp, "TensorHandle"), (_interp, "_get_np_dtype"),
     (_interp.InterpreterBuilder, "create_masked_load"), (_interp.InterpreterBuilder, "create_masked_store"),
     (_interp.InterpreterBuilder, "create_atomic_rmw"), (_interp.InterpreterBuilder, "create_atomic_cas"),
@@ -144,6 +144,15 @@ def _grid_call(self, *args_dev, **kwargs):
         patch_scope.restore()
 
 
+def _patched_lang_tensor(orig):
+    # triton 3.6 converts a scalar (a shape-(1,) array) with int(array), which numpy >= 2.4
+    # refuses for ndim > 0; `range(dl.num_ranks())` in a kernel needs it.
+    def patch(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.ravel()[0]))
+    return patch
+
+
 def install() -> None:
     """Make @triton.jit kernels defined from now on run on the simulator."""
     global _installed
@@ -162,4 +171,5 @@ def install() -> None:
     S._store_legacy = _flag_scalar(S._store_legacy)
     _interp.InterpretedFunction.rewrite = _recording_rewrite(_interp.InterpretedFunction.rewrite)
     _interp.GridExecutor.__call__ = _grid_call
+    _interp._patch_lang_tensor = _patched_lang_tensor(_interp._patch_lang_tensor)
     _installed = True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -52,17 +53,29 @@ def _check_args(world_size, backend, schedule, timeout, memory_model):
     schedulers.make(schedule, 0, world_size)   # raises on an unknown or unavailable schedule
 
 
-def _rank_main(rank, world_size, port, heaps, board, options, fn, args, kwargs, conn):
+def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwargs, conn):
     """Body of a forked rank: initialize, run fn, send back the outcome, exit."""
     import dill
+    import faulthandler
     result = None
+    # `kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's stack.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                           LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND="sim")
         from torch.distributed import TCPStore
 
         from . import backend
-        store = TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=_td(options["timeout"]))
+        # Rank 0 serves the rendezvous store on the socket the launcher bound before forking:
+        # the launcher itself never runs a store, so it has no c10d threads that a fork could
+        # catch holding a lock (that hung TCPStore clients in forked children).
+        port = listener.getsockname()[1]
+        if rank == 0:
+            store = TCPStore("127.0.0.1", port, world_size, is_master=True, wait_for_workers=False,
+                             master_listen_fd=listener.fileno(), timeout=_td(options["timeout"]))
+        else:
+            listener.close()
+            store = TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=_td(options["timeout"]))
         be = backend.active()
         be.init(rank, world_size, heaps=heaps, board=board, store=store, **options)
         from sim import board as B
@@ -96,9 +109,6 @@ def _td(seconds):
 def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, timeout=60.0,
            memory_model="ascend", barrier_plus_one=True, **kwargs) -> LaunchResult:
     """Run fn(*args, **kwargs) in `world_size` simulated ranks; return their values in rank order."""
-    import dill
-    from torch.distributed import TCPStore
-
     from sim import board as B
     from sim import heap
     if not callable(fn):
@@ -107,8 +117,9 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
     if schedule != "free" and seed is None:
         seed = random.SystemRandom().randrange(2 ** 32)
     start = time.monotonic()
-    store = TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False,
-                     timeout=_td(timeout))
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
     heaps = heap.anonymous_heaps(world_size, heap.DEFAULT_HEAP_BYTES)
     board = B.Board(world_size)
     for r in range(world_size):
@@ -121,7 +132,7 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
         for r in range(world_size):
             rd, wr = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_rank_main, name=f"triton_dist-rank{r}",
-                            args=(r, world_size, store.port, heaps, board, options, fn, args, kwargs, wr))
+                            args=(r, world_size, listener, heaps, board, options, fn, args, kwargs, wr))
             p.daemon = True
             p.start()
             wr.close()
@@ -136,7 +147,7 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
             p.join()
         for c in pipes:
             c.close()
-        del store
+        listener.close()
     values = []
     for r, (kind, *rest) in enumerate(outcomes):
         values.append(rest[0])
@@ -186,6 +197,7 @@ def _collect(procs, pipes, board, timeout, start):
             if o[0] == "deadlock":
                 raise DeadlockError(o[1], o[2])
         if time.monotonic() - start > timeout:
+            _dump_stacks(procs, outcomes)
             raise DeadlockError(f"launch timed out after {timeout:g} s", board.report())
         # Watchdog: every unfinished rank blocked and nothing moving.
         if _all_blocked(board, outcomes):
@@ -202,6 +214,17 @@ def _collect(procs, pipes, board, timeout, start):
         else:
             stall_start, last = None, None
     return outcomes
+
+
+def _dump_stacks(procs, outcomes):
+    """Ask the ranks still running to print their Python stacks (to stderr) before teardown."""
+    for r, p in enumerate(procs):
+        if outcomes[r] is None and p.is_alive():
+            try:
+                os.kill(p.pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+    time.sleep(0.2)
 
 
 def _all_blocked(board, outcomes) -> bool:

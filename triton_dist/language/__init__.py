@@ -16,6 +16,12 @@ from triton_dist.errors import TritonDistError
 from . import _dispatch as D
 
 
+if tl.pointer_type.__hash__ is None:
+    # extern_call keys its symbol table by argument types, pointers included (as
+    # Triton-distributed does); triton's pointer_type defines __eq__ but no hash.
+    tl.pointer_type.__hash__ = lambda self: hash(("pointer", str(self.element_ty), self.address_space))
+
+
 def dist_builtin(fn):
     """Mark fn as a Triton builtin: the compiler passes `_semantic`; the interpreter passes none."""
     setattr(fn, tl.core.TRITON_BUILTIN, True)
