@@ -448,6 +448,18 @@ def _custom_line(c: Carrier, low: Lowered, func: Func, has_dot, names, bitcode):
     return lines
 
 
+def _used_later(lines, i, c: Carrier) -> bool:
+    """Is c's result used?  Uses can only follow it in its block (same or deeper indentation);
+    a sibling region may print an unrelated value under the same name, so look no further."""
+    pattern = re.compile(re.escape(c.result) + r"(?![\w$.\-])")
+    for line in lines[i + 1:]:
+        if line.strip() and not line.startswith(c.indent):
+            return False
+        if pattern.search(line):
+            return True
+    return False
+
+
 def convert_text(text: str, *, has_dot: bool | None = None, bitcode: str | None = None):
     """Lower every distributed carrier of a printed TTIR module.  Returns (text, count)."""
     lines = text.split("\n")
@@ -463,8 +475,7 @@ def convert_text(text: str, *, has_dot: bool | None = None, bitcode: str | None 
             c = _parse_carrier(i, lines[i])
             if c is None:
                 continue
-            if c.void and re.search(re.escape(c.result) + r"(?![\w$.\-])",
-                                    "\n".join(lines[:i] + lines[i + 1:])):
+            if c.void and _used_later(lines, i, c):
                 raise LoweringError(f"{_where(c, f)}: the placeholder result {c.result} of an op without a "
                                     f"result is used; the carrier was not made by triton_dist")
             replaced[i] = _custom_line(c, _lower_one(c, f, names), f, has_dot, names, bitcode)
