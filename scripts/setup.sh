@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Set up .venv with triton_dist and its test tools.  Cheap when already done: the install
+# is skipped while pyproject.toml is unchanged since the last successful install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.triton_dist-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] installing triton_dist and its dependencies (torch==2.13.0 CPU, triton==3.6.0)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  # torch is pinned exactly, so pip takes the CPU wheel on this machine's disk.
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+  echo "$want" > "$stamp"
+else
+  echo "[setup] .venv is up to date"
+fi

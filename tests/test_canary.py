@@ -1,0 +1,46 @@
+"""Canary: the triton interpreter internals the simulator patches (sim/interp.py) are still there.
+
+If triton is upgraded and these fail, read sim/interp.py before changing the pin.
+"""
+import importlib.metadata
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_dist
+from sim import interp
+
+
+def test_triton_is_the_pinned_version():
+    pinned = [r for r in importlib.metadata.requires("triton_dist") if r.startswith("triton")][0]
+    assert pinned == "triton==" + triton.__version__, (
+        f"triton {triton.__version__} is installed but the project pins {pinned}; the simulator "
+        f"patches interpreter internals (sim/interp.py), check them before moving the pin")
+
+
+@pytest.mark.parametrize("owner,name", interp.REQUIRED, ids=lambda x: getattr(x, "__name__", str(x)))
+def test_patched_entry_point_exists(owner, name):
+    assert hasattr(owner, name), f"triton's interpreter lost {owner.__name__}.{name}; sim/interp.py needs it"
+
+
+def test_kernels_are_interpreted():
+    assert triton.knobs.runtime.interpret is True
+
+
+@triton.jit
+def pid_kernel(out, flags):
+    pid = tl.program_id(0)
+    tl.store(out + pid, pid * 10 + tl.num_programs(0))
+    tl.store(flags + pid + tl.arange(0, 1), tl.full((1,), 1, tl.int32))
+
+
+def test_program_ids_are_per_core():
+    def body():
+        out = torch.zeros(6, dtype=torch.int32)
+        flags = torch.zeros(6, dtype=torch.int32)
+        pid_kernel[(6,)](out, flags)
+        return out.tolist(), flags.tolist()
+    res = triton_dist.launch(body, world_size=1)
+    assert res.values[0] == ([p * 10 + 6 for p in range(6)], [1] * 6)

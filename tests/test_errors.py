@@ -1,0 +1,236 @@
+"""Bad input gets a clear error on every rank, and nothing hangs or is left behind."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device as shm
+
+
+@triton.jit
+def symm_at_kernel(ptr, out):
+    tl.store(out, tl.load(dl.symm_at(ptr, 0)))
+
+
+@triton.jit
+def notify_kernel(sig, peer):
+    dl.notify(sig, peer, signal=1, sig_op="set")
+
+
+@triton.jit
+def notify_add_kernel(sig):
+    dl.notify(sig, 0, signal=1, sig_op="add")
+
+
+@triton.jit
+def wait_kernel(sig):
+    dl.wait(sig, 1, "gpu", "acquire", waitValue=1)
+
+
+def _run_on_local_tensor(kernel_name):
+    local = torch.zeros(16, dtype=torch.int32)     # not on the symmetric heap
+    out = torch.zeros(1, dtype=torch.int32)
+    if kernel_name == "symm_at":
+        symm_at_kernel[(1,)](local, out)
+    elif kernel_name == "notify":
+        notify_kernel[(1,)](local, 0)
+    else:
+        wait_kernel[(1,)](local)
+
+
+@pytest.mark.parametrize("op", ["symm_at", "notify", "wait"])
+def test_pointer_outside_symmetric_heap(op):
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(_run_on_local_tensor, op, world_size=2)
+    msg = str(ei.value)
+    assert "symmetric heap" in msg and "symm_tensor" in msg
+    assert "test_errors.py:" in msg                 # names the kernel line
+
+
+def _peer_out_of_range():
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    notify_kernel[(1,)](sig, 5)
+
+
+def test_peer_rank_out_of_range():
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(_peer_out_of_range, world_size=2)
+    assert "targets rank 5" in str(ei.value) and "0..1" in str(ei.value)
+
+
+@pytest.mark.parametrize("dtype,op,words", [
+    (torch.int64, "add", "set' only"),
+    (torch.float32, "set", "not allowed on Ascend"),
+    (torch.int16, "set", "not allowed on Ascend"),
+])
+def test_notify_dtype_rules(dtype, op, words):
+    def body():
+        sig = triton_dist.symm_tensor((16,), dtype)
+        if op == "add":
+            notify_add_kernel[(1,)](sig)
+        else:
+            notify_kernel[(1,)](sig, 0)
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=1)
+    assert words in str(ei.value)
+
+
+def test_int64_set_is_allowed():
+    def body():
+        sig = triton_dist.symm_tensor((8,), torch.int64)
+        notify_kernel[(1,)](sig, 0)
+        return sig[0].item()
+    assert triton_dist.launch(body, world_size=1).values == [1]
+
+
+def test_symm_tensor_mismatched_shapes_fail_on_every_rank():
+    def body():
+        r = triton_dist.rank()
+        try:
+            triton_dist.symm_tensor((16 + r,), torch.float32)
+        except triton_dist.TritonDistError as e:
+            return str(e)
+        return "no error"
+    res = triton_dist.launch(body, world_size=3)
+    for msg in res.values:
+        assert "collective" in msg and "(16,)" in msg and "(18,)" in msg
+
+
+def test_symm_tensor_mismatched_dtypes():
+    def body():
+        triton_dist.symm_tensor((4,), torch.float32 if triton_dist.rank() == 0 else torch.int32)
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=2)
+    assert "torch.float32" in str(ei.value) and "torch.int32" in str(ei.value)
+
+
+def test_free_in_different_order():
+    def body():
+        a = triton_dist.symm_tensor((4,), torch.float32)
+        b = triton_dist.symm_tensor((4,), torch.float32)
+        triton_dist.free(a if triton_dist.rank() == 0 else b)
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=2)
+    assert "free is collective" in str(ei.value)
+
+
+def test_free_of_foreign_tensor():
+    def body():
+        triton_dist.free(torch.zeros(3))
+    with pytest.raises(triton_dist.RankError, match="not returned by triton_dist.symm_tensor"):
+        triton_dist.launch(body, world_size=1)
+
+
+@triton.jit
+def oob_kernel(buf, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(buf + offs + 1_000_000_000, offs)
+
+
+def test_out_of_bounds_store_names_the_line():
+    def body():
+        buf = triton_dist.symm_tensor((16,), torch.int32)
+        oob_kernel[(1,)](buf, N=16)
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=1)
+    msg = str(ei.value)
+    assert "outside every known buffer" in msg and "test_errors.py:" in msg and "oob_kernel" in msg
+
+
+def test_unpicklable_fn_and_return_value():
+    lock = threading.Lock()          # a closure over a lock cannot be pickled...
+    res = triton_dist.launch(lambda: lock.locked(), world_size=2)   # ...but ranks are forked
+    assert res.values == [False, False]
+    with pytest.raises(triton_dist.RankError, match="cannot be sent back"):
+        triton_dist.launch(lambda: (i for i in range(3)), world_size=2)   # a generator
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    (dict(world_size=0), "world_size"),
+    (dict(world_size=2, schedule="sometimes"), "schedule"),
+    (dict(world_size=2, memory_model="magic"), "memory_model"),
+    (dict(world_size=2, timeout=-1), "timeout"),
+    (dict(world_size=2, backend="gpu"), "backend"),
+])
+def test_bad_launch_arguments(kwargs, words):
+    with pytest.raises(triton_dist.TritonDistError, match=words):
+        triton_dist.launch(lambda: None, **kwargs)
+
+
+def test_not_callable():
+    with pytest.raises(triton_dist.TritonDistError, match="callable"):
+        triton_dist.launch(42, world_size=1)
+
+
+@triton.jit
+def wait_forever_kernel(sig):
+    dl.wait(sig, 1, "gpu", "acquire", waitValue=1)
+
+
+def _one_raises_other_waits():
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    if triton_dist.rank() == 1:
+        raise ValueError("boom in rank 1")
+    wait_forever_kernel[(1,)](sig)
+
+
+def test_exception_in_one_rank_while_other_waits():
+    t = time.monotonic()
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(_one_raises_other_waits, world_size=2)
+    assert time.monotonic() - t < 10
+    e = ei.value
+    assert e.rank == 1 and e.exc_type == "ValueError" and "boom in rank 1" in str(e)
+    assert "_one_raises_other_waits" in e.traceback
+
+
+def _killed():
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    if triton_dist.rank() == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    wait_forever_kernel[(1,)](sig)
+
+
+def test_sigkilled_rank():
+    before = set(os.listdir("/dev/shm"))
+    t = time.monotonic()
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(_killed, world_size=3)
+    assert time.monotonic() - t < 10
+    assert ei.value.rank == 2 and "SIGKILL" in str(ei.value)
+    assert set(os.listdir("/dev/shm")) <= before
+
+
+def test_deadlock_report_names_rank_line_address_and_values():
+    def body():
+        sig = triton_dist.symm_tensor((16,), torch.int32)
+        wait_forever_kernel[(1,)](sig)     # nobody ever notifies
+    t = time.monotonic()
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(body, world_size=2, timeout=30)
+    assert time.monotonic() - t < 15
+    rep = str(ei.value)
+    for r in (0, 1):
+        assert f"rank {r} core 0: wait at test_errors.py:" in rep
+    assert "symm tensor #0 (int32[16]) of rank 0 + 0" in rep
+    assert "awaits 1, sees 0" in rep
+
+
+def test_timeout_ends_a_long_wait():
+    def body():
+        sig = triton_dist.symm_tensor((16,), torch.int32)
+        if triton_dist.rank() == 0:
+            wait_forever_kernel[(1,)](sig)
+        else:
+            time.sleep(30)            # busy host code: not a deadlock, but past the timeout
+    t = time.monotonic()
+    with pytest.raises(triton_dist.DeadlockError, match="timed out after 2 s"):
+        triton_dist.launch(body, world_size=2, timeout=2)
+    assert time.monotonic() - t < 8
