@@ -20,24 +20,14 @@ def lower(fn, signature, constexprs=None, *, debug_info=False) -> str:
     debug_info: keep source locations in the printed module.
     """
     from .frontend import build_ttir
-    from .hivm import DOT_OPS, LoweringError, convert_text
-    from triton_dist.language._emit import CARRIER_LIBNAME, CARRIER_OP
+    from .hivm import LoweringError, convert_text, module_facts
 
     module, jit = build_ttir(fn, signature, constexprs)
-    facts = {"dot": False, "carriers": 0}
-
-    def visit(op):
-        name = op.get_name()
-        if name in DOT_OPS:
-            facts["dot"] = True
-        elif name == CARRIER_OP and op.get_str_attr("libname") == CARRIER_LIBNAME:
-            facts["carriers"] += 1
-
-    module.walk(visit)
+    has_dot, carriers = module_facts(module)
     text = module.str() if debug_info else module.str_nodebug()
-    out, count = convert_text(text, has_dot=facts["dot"])
-    if count != facts["carriers"]:
-        raise LoweringError(f"lowering {jit.__name__}: the module holds {facts['carriers']} distributed ops but "
+    out, count = convert_text(text, has_dot=has_dot)
+    if count != carriers:
+        raise LoweringError(f"lowering {jit.__name__}: the module holds {carriers} distributed ops but "
                             f"{count} were found in its text; this is a bug in backend_ascend.hivm")
     return out
 

@@ -448,6 +448,21 @@ def _custom_line(c: Carrier, low: Lowered, func: Func, has_dot, names, bitcode):
     return lines
 
 
+def module_facts(module):
+    """(holds a dot, number of distributed carriers) of an ir.module, by walking it."""
+    facts = {"dot": False, "carriers": 0}
+
+    def visit(op):
+        name = op.get_name()
+        if name in DOT_OPS:
+            facts["dot"] = True
+        elif name == CARRIER_OP and op.get_str_attr("libname") == CARRIER_LIBNAME:
+            facts["carriers"] += 1
+
+    module.walk(visit)
+    return facts["dot"], facts["carriers"]
+
+
 def _used_later(lines, i, c: Carrier) -> bool:
     """Is c's result used?  Uses can only follow it in its block (same or deeper indentation);
     a sibling region may print an unrelated value under the same name, so look no further."""

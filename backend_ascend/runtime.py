@@ -1,53 +1,293 @@
-"""The NPU runtime path (backend="npu"): shmem (hicann/shmem) symmetric heap, torch_npu, hccl."""
+"""The NPU runtime path (backend="npu"): shmem (hicann/shmem) symmetric heap, torch_npu, hccl.
+
+Host side, as SEMANTICS.md §5 describes the `shmem` package:
+
+    ash.set_conf_store_tls(False, "")
+    a = ash.InitAttr(); a.my_rank, a.n_ranks, a.local_mem_size, a.ip_port = ...
+    a.option_attr.data_op_engine_type = ash.OpEngineType.MTE
+    ash.aclshmem_init(a) == 0
+    t = ash.aclshmem_create_tensor(shape, dtype=..., device_id=rank); ash.aclshmem_free_tensor(t)
+    ash.aclshmem_finalize()
+
+with a torch.distributed process group on `hccl` (torch_npu) for the ranks, and a gloo
+group beside it for host-side agreement checks.  Device side: kernels are compiled by
+triton-ascend, with the distributed lowering hooked into its ttadapter stage
+(npu_compile.py).
+
+Configuration (environment):
+    TRITON_DIST_OP_ENGINE       transport engine: MTE (default), SDMA, ROCE or UDMA
+    TRITON_DIST_NPU_HEAP_BYTES  symmetric heap per PE (default 1 GiB)
+    TRITON_DIST_SHMEM_IP_PORT   shmem bootstrap address (default tcp://$MASTER_ADDR:8666)
+    TRITON_DIST_ACLSHMEM_BITCODE  the aclshmem device-library bitcode (npu_compile.py)
+
+Everything NPU-related (torch_npu, shmem, triton-ascend, CANN) is imported inside the
+methods that need it: importing this module on a CPU machine touches none of them.
+"""
 from __future__ import annotations
 
+import importlib.util
+import os
+
+from triton_dist import symbols as S
 from triton_dist.backend import Backend, is_ascend
 from triton_dist.errors import TritonDistError
 
+ENGINE_ENV = "TRITON_DIST_OP_ENGINE"
+HEAP_ENV = "TRITON_DIST_NPU_HEAP_BYTES"
+IP_PORT_ENV = "TRITON_DIST_SHMEM_IP_PORT"
+DEFAULT_ENGINE = "MTE"
+DEFAULT_HEAP_BYTES = 1 << 30
+DEFAULT_SHMEM_PORT = 8666
 
-def _missing() -> str:
-    import importlib.util
+
+def missing() -> list:
+    """What this machine lacks for backend 'npu' (empty when it has everything)."""
     need = []
     if not is_ascend():
         need.append("an Ascend NPU (npu-smi is not on PATH)")
-    for mod in ("torch_npu", "shmem"):
-        if importlib.util.find_spec(mod) is None:
-            need.append(f"the {mod} package")
-    return ", ".join(need)
+    for module, what in (("torch_npu", "torch_npu (needs CANN)"), ("shmem", "the shmem package (hicann/shmem)")):
+        if importlib.util.find_spec(module) is None:
+            need.append(what)
+    try:
+        ascend = importlib.util.find_spec("triton.backends.ascend") is not None
+    except (ImportError, ValueError):
+        ascend = False
+    if not ascend:
+        need.append("triton-ascend (triton.backends.ascend)")
+    return need
+
+
+def engine_from_env(value: str | None = None) -> str:
+    """The transport engine name (MTE, SDMA, ROCE, UDMA) from TRITON_DIST_OP_ENGINE."""
+    name = (value if value is not None else os.environ.get(ENGINE_ENV, "")).strip().upper() or DEFAULT_ENGINE
+    if name not in S.OP_ENGINE_TYPES:
+        raise TritonDistError(f"{ENGINE_ENV} must be one of {', '.join(S.OP_ENGINE_TYPES)} (default "
+                              f"{DEFAULT_ENGINE}), got {name!r}")
+    return name
+
+
+def heap_bytes_from_env(value: str | None = None) -> int:
+    text = (value if value is not None else os.environ.get(HEAP_ENV, "")).strip()
+    if not text:
+        return DEFAULT_HEAP_BYTES
+    try:
+        n = int(text, 0)
+    except ValueError:
+        n = -1
+    if n <= 0:
+        raise TritonDistError(f"{HEAP_ENV} must be a positive number of bytes (e.g. {DEFAULT_HEAP_BYTES}), "
+                              f"got {text!r}")
+    return n
+
+
+def ip_port_from_env() -> str:
+    if os.environ.get(IP_PORT_ENV):
+        return os.environ[IP_PORT_ENV]
+    return f"tcp://{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{DEFAULT_SHMEM_PORT}"
 
 
 class NpuBackend(Backend):
     name = "npu"
 
     def __init__(self):
-        missing = _missing()
-        if missing:
-            raise TritonDistError(f"backend 'npu' needs {missing}; use TRITON_DIST_BACKEND=sim on this machine")
-        raise TritonDistError("backend 'npu': the runtime path is not built yet (see the backend_ascend issue)")
+        need = missing()
+        if need:
+            raise TritonDistError(f"backend 'npu' needs {', '.join(need)}; on this machine use the simulator "
+                                  f"(TRITON_DIST_BACKEND=sim)")
+        from . import npu_compile
+        npu_compile.install()
+        self._ash = None
+        self._owns_group = False
+        self._cpu_group = None
+        self._tensors = {}            # data_ptr -> (allocation number, shape, dtype)
+        self._next_id = 0
+        self._local_rank = 0
 
+    # -- device side ------------------------------------------------------------------------------
     def device_call(self, family, *args):
-        raise NotImplementedError
+        raise TritonDistError(
+            f"an interpreted kernel called the aclshmem primitive {family!r} on backend 'npu': on the NPU, "
+            f"kernels are compiled by triton-ascend and call the device library themselves; unset "
+            f"TRITON_INTERPRET, or run on the simulator (TRITON_DIST_BACKEND=sim)")
 
+    # -- host side -----------------------------------------------------------------------------------
     def init(self, rank=None, world_size=None, **options):
-        raise NotImplementedError
+        if self._ash is not None:
+            return
+        import torch
+        import torch.distributed as dist
+        import torch_npu  # noqa: F401 - registers the npu device and the hccl backend
+
+        engine = engine_from_env(options.get("engine"))
+        heap = int(options.get("heap_bytes") or heap_bytes_from_env())
+        if not dist.is_initialized():
+            if rank is None and "RANK" not in os.environ:
+                raise TritonDistError(
+                    "triton_dist.init(): no process group and no RANK/WORLD_SIZE in the environment; start the "
+                    "script with torchrun --nproc-per-node=N (one process per NPU)")
+            if rank is not None:
+                os.environ.setdefault("RANK", str(rank))
+                os.environ.setdefault("WORLD_SIZE", str(world_size))
+                os.environ.setdefault("LOCAL_RANK", str(rank))
+                os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+                os.environ.setdefault("MASTER_PORT", "29500")
+            self._local_rank = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+            torch.npu.set_device(self._local_rank)
+            dist.init_process_group("hccl")
+            self._owns_group = True
+        else:
+            self._local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+            torch.npu.set_device(self._local_rank)
+        self._cpu_group = dist.new_group(backend="gloo")
+        import shmem as ash
+        ash.set_conf_store_tls(False, "")
+        attr = ash.InitAttr()
+        attr.my_rank = dist.get_rank()
+        attr.n_ranks = dist.get_world_size()
+        attr.local_mem_size = heap
+        attr.ip_port = ip_port_from_env()
+        attr.option_attr.data_op_engine_type = getattr(ash.OpEngineType, engine)
+        ret = ash.aclshmem_init(attr)
+        if ret != 0:
+            raise TritonDistError(f"aclshmem_init failed with {ret} (rank {attr.my_rank} of {attr.n_ranks}, "
+                                  f"heap {heap} bytes, engine {engine}, bootstrap {attr.ip_port}); check that "
+                                  f"the port is free and {HEAP_ENV} fits in NPU memory")
+        self._ash = ash
+
+    def _shmem(self):
+        if self._ash is None:
+            raise TritonDistError("backend 'npu' is not initialized: call triton_dist.init() first")
+        return self._ash
 
     def finalize(self):
-        raise NotImplementedError
+        if self._ash is None:
+            return
+        import torch.distributed as dist
+        self._ash.aclshmem_finalize()
+        self._ash = None
+        self._tensors.clear()
+        if self._owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+        self._owns_group = False
 
     def rank(self):
-        raise NotImplementedError
+        self._shmem()
+        import torch.distributed as dist
+        return dist.get_rank()
 
     def world_size(self):
-        raise NotImplementedError
+        self._shmem()
+        import torch.distributed as dist
+        return dist.get_world_size()
 
     def device(self):
-        raise NotImplementedError
+        import torch
+        return torch.device("npu", self._local_rank)
+
+    def _agree(self, what, mine):
+        import torch.distributed as dist
+        values = [None] * dist.get_world_size()
+        dist.all_gather_object(values, mine, group=self._cpu_group)
+        if any(v != values[0] for v in values):
+            detail = "; ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+            raise TritonDistError(f"{what} is collective: every rank must call it in the same order with the "
+                                  f"same arguments, but they differ ({detail})")
 
     def symm_tensor(self, shape, dtype):
-        raise NotImplementedError
+        import torch
+        ash = self._shmem()
+        try:
+            shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
+        except (TypeError, ValueError):
+            raise TritonDistError(f"symm_tensor: shape must be a tuple of ints, got {shape!r}") from None
+        if any(s < 0 for s in shape):
+            raise TritonDistError(f"symm_tensor: negative dimension in shape {shape}")
+        if not isinstance(dtype, torch.dtype):
+            raise TritonDistError(f"symm_tensor: dtype must be a torch.dtype, got {dtype!r}")
+        self._agree("symm_tensor", ("symm_tensor", self._next_id, shape, str(dtype)))
+        t = ash.aclshmem_create_tensor(list(shape), dtype=dtype, device_id=self._local_rank)
+        t.zero_()
+        torch.npu.synchronize()
+        self._tensors[t.data_ptr()] = (self._next_id, shape, dtype)
+        self._next_id += 1
+        self.barrier()          # nobody writes into a peer's tensor before the peer has zeroed it
+        return t
 
     def free(self, t):
-        raise NotImplementedError
+        import torch
+        ash = self._shmem()
+        if not isinstance(t, torch.Tensor) or t.data_ptr() not in self._tensors:
+            raise TritonDistError("free: this tensor was not returned by triton_dist.symm_tensor (or was freed "
+                                  "already)")
+        aid = self._tensors[t.data_ptr()][0]
+        self._agree("free", ("free", aid))
+        torch.npu.synchronize()
+        del self._tensors[t.data_ptr()]
+        ash.aclshmem_free_tensor(t)
 
     def barrier(self):
-        raise NotImplementedError
+        import torch
+        import torch.distributed as dist
+        self._shmem()
+        torch.npu.synchronize()
+        dist.barrier(group=self._cpu_group)
+
+
+# --- starting ranks -----------------------------------------------------------------------------------
+
+def _rank_main(rank, world_size, port, fn, args, kwargs, conn):
+    import traceback
+    try:
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                          LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                          TRITON_DIST_BACKEND="npu")
+        import triton_dist
+        triton_dist.init()
+        try:
+            value = fn(*args, **kwargs)
+        finally:
+            triton_dist.finalize()
+        conn.send(("ok", value))
+    except BaseException as e:  # noqa: BLE001 - reported to the launcher
+        conn.send(("err", type(e).__name__, str(e), traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def launch(fn, *args, world_size, timeout=300.0, **kwargs) -> list:
+    """Run fn(*args, **kwargs) in `world_size` NPU ranks (one process per NPU); their values in
+    rank order.  fn must be importable by name (a module-level function): ranks are spawned."""
+    import socket
+
+    import multiprocess as mp
+
+    from triton_dist.errors import RankError
+    need = missing()
+    if need:
+        raise TritonDistError(f"launch on the NPU needs {', '.join(need)}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")      # NPU runtimes cannot be forked once initialized
+    procs, pipes = [], []
+    for r in range(world_size):
+        recv, send = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_rank_main, args=(r, world_size, port, fn, args, kwargs, send), daemon=True)
+        p.start()
+        procs.append(p)
+        pipes.append(recv)
+    values = []
+    try:
+        for r, (p, conn) in enumerate(zip(procs, pipes)):
+            if not conn.poll(timeout):
+                raise TritonDistError(f"NPU rank {r} did not finish within {timeout} s")
+            out = conn.recv()
+            if out[0] != "ok":
+                raise RankError(r, out[1], out[2], out[3])
+            values.append(out[1])
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+    return values
