@@ -429,6 +429,24 @@ def test_gm_addr_args_through_an_inlined_helper():
     assert gms == ["array<i32: 0>", "array<i32>"]
 
 
+@triton.jit(noinline=True)
+def _notify_not_inlined(p, peer):
+    dl.notify(p, peer, signal=1, sig_op="set")
+
+
+@triton.jit
+def k_via_call(sig, peer):
+    _notify_not_inlined(sig + 16, peer)
+
+
+def test_gm_addr_args_refer_to_the_enclosing_function():
+    text = lower(k_via_call, {"sig": "*i32", "peer": "i32"})
+    assert re.search(r"tt\.call @\S*_notify_not_inlined", text)
+    op = only(text, "aclshmemx_signal_op")
+    assert op["ins"][0] == "%arg0"              # the callee's own argument: a GM address of that function
+    assert op["attrs"]["gm_addr_args_indices"] == "array<i32: 0>"
+
+
 # --- the rest of the IR is left alone -----------------------------------------------------------
 @triton.jit
 def allgather_kernel(buf, out, sig, N: tl.constexpr):
