@@ -8,7 +8,6 @@ npu_compile.py import them inside the functions that need them).
 """
 from __future__ import annotations
 
-import triton_dist.language._emit  # noqa: F401 - dl ops reach the carrier emitter when compiled
 from triton_dist.backend import is_ascend  # noqa: F401
 
 

@@ -12,7 +12,6 @@ import inspect
 import types
 
 from triton_dist.errors import TritonDistError
-import triton_dist.language._emit  # noqa: E402,F401 - binds dl._emit to the (callable) carrier module
 
 # A target whose backend ships with every triton wheel.  Only its frontend options are
 # used (no code is generated for it).

@@ -357,10 +357,6 @@ def test_libshmem_device_symbols_and_prefix_core_types():
     assert only(text, "aclshmem_signal_wait_until")["ret"] == "i32"
 
 
-@pytest.mark.xfail(strict=True, raises=TritonDistError, reason=(
-    "libshmem_device._cast leaves a Python int as int32 in compiled mode instead of casting it to the "
-    "parameter type (uint32 nbytes, int64 value), so extern_call finds no symbol; fix it in "
-    "triton_dist/language/extra/ascend/libshmem_device.py and drop this mark"))
 def test_libshmem_device_takes_python_ints_when_compiled():
     text = lower(k_shm_python_ints, {"a": "*i64", "b": "*i64", "peer": "i32"}, {"N": 16})
     assert only(text, _table_symbol("putmem", "int64")) and only(text, "aclshmem_int64_p")

@@ -22,6 +22,9 @@ class FreeScheduler:
                     errors.append((c, e))
                 rt.abort.set()          # release every other core of this launch
 
+        if len(cores) == 1:           # nothing to run beside it: no thread needed
+            run(cores[0])
+            return errors
         threads = [threading.Thread(target=run, args=(c,), name=f"core{c.core}", daemon=True) for c in cores]
         for t in threads:
             t.start()

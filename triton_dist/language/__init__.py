@@ -28,9 +28,10 @@ def dist_builtin(fn):
     return fn
 
 
-def _emit(*args, **kwargs):
-    from . import _emit as E
-    return E.emit(*args, **kwargs)
+def _compiled(*args, **kwargs):
+    """Compiled mode: emit the op into the kernel's IR (see _emit.py)."""
+    from ._emit import emit
+    return emit(*args, **kwargs)
 
 
 def _where():
@@ -52,7 +53,7 @@ def rank(axis=-1, _semantic=None):
     """This PE's rank (aclshmem_my_pe), int32."""
     if D.interpreting(_semantic):
         return D.scalar(D.run("aclshmem_my_pe"), tl.int32)
-    return _emit("rank", [], _semantic, axis=D.unwrap(axis))
+    return _compiled("rank", [], _semantic, axis=D.unwrap(axis))
 
 
 @dist_builtin
@@ -60,7 +61,7 @@ def num_ranks(axis=-1, _semantic=None):
     """The number of PEs (aclshmem_n_pes), int32."""
     if D.interpreting(_semantic):
         return D.scalar(D.run("aclshmem_n_pes"), tl.int32)
-    return _emit("num_ranks", [], _semantic, axis=D.unwrap(axis))
+    return _compiled("num_ranks", [], _semantic, axis=D.unwrap(axis))
 
 
 @dist_builtin
@@ -70,7 +71,7 @@ def symm_at(ptr, rank, _semantic=None):
     if D.interpreting(_semantic):
         out = D.run("aclshmem_ptr", D.to_py(ptr, "symm_at"), int(D.to_py(rank, "symm_at rank")))
         return D.pointer(out.addr, ptr.type)
-    return _emit("symm_at", [ptr, rank], _semantic)
+    return _compiled("symm_at", [ptr, rank], _semantic)
 
 
 @dist_builtin
@@ -94,7 +95,7 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
         else:
             D.run("aclshmem_p", p, v, r)
         return None
-    return _emit("notify", [ptr, rank, signal], _semantic, sig_op=sig_op, comm_scope=comm_scope, symbol=symbol)
+    return _compiled("notify", [ptr, rank, signal], _semantic, sig_op=sig_op, comm_scope=comm_scope, symbol=symbol)
 
 
 @dist_builtin
@@ -110,7 +111,7 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None)
         tok = D.run("aclshmem_wait", D.to_py(barrierPtrs, "wait"), int(D.to_py(numBarriers, "wait numBarriers")),
                     D.to_py(waitValue, "wait waitValue"))
         return D.scalar(tok, tl.int32)
-    return _emit("wait", [barrierPtrs, numBarriers, waitValue], _semantic, scope=scope, semantic=semantic)
+    return _compiled("wait", [barrierPtrs, numBarriers, waitValue], _semantic, scope=scope, semantic=semantic)
 
 
 @dist_builtin
@@ -118,7 +119,7 @@ def consume_token(value, token, _semantic=None):
     """Returns `value` unchanged; makes loads through it depend on the wait that gave `token`."""
     if D.interpreting(_semantic):
         return D.run("aclshmem_consume_token", value, token)
-    return _emit("consume_token", [value, token], _semantic)
+    return _compiled("consume_token", [value, token], _semantic)
 
 
 @dist_builtin
@@ -143,7 +144,7 @@ def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semant
         if isinstance(ret, tl.pointer_type):
             return D.pointer(out.addr, ret)
         return D.scalar(out, ret)
-    return _emit("extern_call", args, _semantic, lib_name=lib_name, lib_path=lib_path, symbol=symbol,
+    return _compiled("extern_call", args, _semantic, lib_name=lib_name, lib_path=lib_path, symbol=symbol,
                  ret=ret, is_pure=bool(is_pure))
 
 

@@ -124,15 +124,3 @@ def emit(op, operands, _semantic, **attrs):
         return _carrier(_semantic, op, attrs["symbol"], args, ret_ty, bool(attrs.get("is_pure")),
                         {"lib_name": attrs.get("lib_name") or "", "lib_path": attrs.get("lib_path") or ""})
     raise TritonDistError(f"dl.{op}: no compiled form is defined for this op (known: {', '.join(CARRIER_OPS)})")
-
-
-class _CallableModule(types.ModuleType):
-    """Importing this submodule binds `triton_dist.language._emit` to the module, which
-    shadows the package's helper function of the same name; calling the module does what
-    the helper does, so the dl ops reach emit() whichever of the two they find."""
-
-    def __call__(self, *args, **kwargs):
-        return emit(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -14,6 +14,10 @@ _PLATFORM_MODULES = {"sim": "triton_dist.language.extra.ascend.libshmem_device",
 
 
 class ModuleProxy(types.ModuleType):
+    # Triton's compiler accepts a global in a kernel only if it is exactly a module or is
+    # marked as a builtin; the proxy is a module subclass, so it says so.
+    __triton_builtin__ = True
+
     def __init__(self, name, table):
         super().__init__(name)
         self._table = table

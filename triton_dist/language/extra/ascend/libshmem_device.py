@@ -41,7 +41,7 @@ def _cast(x, dtype, _semantic):
     """Cast a value to the symbol's parameter type (a no-op for Python ints when interpreting)."""
     x = D.unwrap(x)
     if not isinstance(x, tl.tensor):
-        return D.scalar(int(x), dtype) if D.interpreting(_semantic) else _semantic.to_tensor(x)
+        return D.scalar(int(x), dtype) if D.interpreting(_semantic) else _semantic.cast(_semantic.to_tensor(x), dtype)
     if x.type.scalar == dtype:
         return x
     if D.interpreting(_semantic):
