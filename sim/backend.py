@@ -49,7 +49,8 @@ class SimBackend(Backend):
         return torch.device("cpu")
 
     def init(self, rank=None, world_size=None, *, heaps=None, board=None, schedule="free", seed=None,
-             timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None):
+             timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None,
+             shared=None):
         if self.rt is not None:
             return
         if not dist.is_initialized():
@@ -70,10 +71,12 @@ class SimBackend(Backend):
         if heaps is None:
             heaps = self._named_heaps(rank, world_size, heap_bytes or heap.DEFAULT_HEAP_BYTES)
         hs = HeapSet(heaps, rank)
-        sched = schedulers.make(schedule, seed, world_size)
-        self.rt = SimRuntime(rank, world_size, hs, board if board is not None else B.Board(world_size),
-                             cache.make(memory_model), sched, timeout, barrier_plus_one)
+        board = board if board is not None else B.Board(world_size)
+        sched = schedulers.make(schedule, rank, shared, board)
+        self.rt = SimRuntime(rank, world_size, hs, board, cache.make(memory_model), sched, timeout,
+                             barrier_plus_one)
         context.set_runtime(self.rt)
+        sched.start()
 
     @staticmethod
     def _named_heaps(rank, world_size, nbytes):

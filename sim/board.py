@@ -83,7 +83,13 @@ class Board:
             for c in cores:
                 r = self.rec[rank, c]
                 st = int(r["state"])
-                if st == WAITING:
+                if st == WAITING and r["op"].decode().startswith("spin on plain loads"):
+                    lines.append(
+                        f"  rank {rank} core {c}: spins on plain scalar loads at {r['where'].decode()}: "
+                        f"{r['target'].decode()} (0x{int(r['addr']):x}) sees {int(r['seen'])} every time "
+                        f"(a load through the data cache never sees another core's write without dcci: "
+                        f"use dl.wait / signal_wait_until)")
+                elif st == WAITING:
                     lines.append(
                         f"  rank {rank} core {c}: {r['op'].decode()} at {r['where'].decode()}: "
                         f"{r['target'].decode()} (0x{int(r['addr']):x}) awaits {int(r['awaited'])}, "

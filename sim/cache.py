@@ -41,14 +41,12 @@ class CoherentMemory:
     def scalar_store(self, addr, value):
         value = np.asarray(value)
         ctypes.memmove(addr, value.tobytes(), value.itemsize)
+        context.runtime().sched.wrote()
 
     def dcci_line(self, addr):
         pass
 
     def dcci_all(self):
-        pass
-
-    def before_access(self):
         pass
 
     def kernel_end(self, cache):
@@ -102,6 +100,7 @@ class AscendMemory(CoherentMemory):
         if entry[1]:
             ctypes.memmove(base, bytes(entry[0]), LINE)
             entry[1] = False
+            context.runtime().sched.wrote()
 
     def dcci_line(self, addr):
         c = context.core()

@@ -131,11 +131,19 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
         if not bool(np.asarray(mask).ravel()[0]):
             return other
         rt.space.check(addr, addr + itemsize, f"scalar load of {np.dtype(np_dtype).name}")
+        rt.sched.point("scalar load", addr)
         out = rt.memory.scalar_load(addr, np_dtype)
+        rt.spin_watch(addr, out)
         return np.full(ptrs.shape, out, dtype=np_dtype)
-    rt.space.check_many(_masked(ptrs, mask), itemsize, f"load of {np.dtype(np_dtype).name}")
-    rt.memory.before_access()
-    return _cpu.load(ptrs, mask, other, np_dtype)
+    sel = _masked(ptrs, mask)
+    rt.space.check_many(sel, itemsize, f"load of {np.dtype(np_dtype).name}")
+    rt.sched.point("load" if not scalar else "scalar load", int(sel[0]) if sel.size else 0)
+    out = _cpu.load(ptrs, mask, other, np_dtype)
+    if scalar and sel.size:
+        rt.spin_watch(int(sel[0]), out.ravel()[0])
+    else:
+        rt.spin_reset()
+    return out
 
 
 def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool) -> None:
@@ -146,25 +154,44 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool) -
             return
         addr = int(ptrs.ravel()[0])
         rt.space.check(addr, addr + itemsize, f"scalar store of {value.dtype.name}")
+        rt.sched.point("scalar store", addr, _int(value.ravel()[0]))
         rt.memory.scalar_store(addr, value.ravel()[0])
+        rt.spin_reset()
         return
-    rt.space.check_many(_masked(ptrs, mask), itemsize, f"store of {value.dtype.name}")
-    rt.memory.before_access()
+    sel = _masked(ptrs, mask)
+    rt.space.check_many(sel, itemsize, f"store of {value.dtype.name}")
+    rt.sched.point("store" if not scalar else "scalar store", int(sel[0]) if sel.size else 0)
     _cpu.store(ptrs, value, mask)
+    rt.sched.wrote()
+    rt.spin_reset()
 
 
 def atomic_rmw(op, ptrs, val, mask, sem):
     rt = context.runtime()
-    rt.space.check_many(_masked(ptrs, mask), val.dtype.itemsize, f"atomic on {val.dtype.name}")
-    rt.memory.before_access()
-    return _cpu.atomic_rmw(op, ptrs, val, mask, sem)
+    sel = _masked(ptrs, mask)
+    rt.space.check_many(sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
+    rt.sched.point("atomic", int(sel[0]) if sel.size else 0)
+    out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
+    rt.sched.wrote()
+    rt.spin_reset()
+    return out
 
 
 def atomic_cas(ptrs, cmp, val, sem):
     rt = context.runtime()
     rt.space.check_many(ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
-    rt.memory.before_access()
-    return _cpu.atomic_cas(ptrs, cmp, val, sem)
+    rt.sched.point("atomic_cas", int(ptrs.ravel()[0]))
+    out = _cpu.atomic_cas(ptrs, cmp, val, sem)
+    rt.sched.wrote()
+    rt.spin_reset()
+    return out
+
+
+def _int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 # Raw, checked-by-caller helpers for the primitives (they model the hardware paths).

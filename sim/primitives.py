@@ -59,16 +59,18 @@ def _core_or_error(what):
 # ---- scalar access as the NPU does it: through the core's data cache ------------------------
 
 def _load(rt, addr, np_dtype):
-    rt.sched.point()
+    rt.sched.point("scalar load", addr)
     return rt.memory.scalar_load(addr, np_dtype).item()
 
 
 def _store(rt, addr, value, np_dtype):
-    rt.sched.point()
+    rt.sched.point("scalar store", addr, int(value))
     rt.memory.scalar_store(addr, np.asarray(value, dtype=np_dtype))
 
 
 def _dcci(rt, addr):
+    # a separate instruction on the NPU: another core may run between a store and its dcci
+    rt.sched.point("dcci", addr)
     rt.memory.dcci_line(addr)
 
 
@@ -80,8 +82,9 @@ def _set_remote(rt, addr, value, np_dtype):
 
 def _add_remote(rt, addr, value, np_dtype):
     """Signal ADD: atomic add by a UB->GM copy in atomic-add mode; bypasses the cache."""
-    rt.sched.point()
+    rt.sched.point("signal add", addr, value)
     memory.atomic_add(addr, value, np_dtype)
+    rt.sched.wrote()
 
 
 def _poll(rt, addr, np_dtype):
@@ -222,8 +225,9 @@ def _rma(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool):
 
 
 def _dma(rt, dst, src, nbytes):
-    rt.sched.point()
+    rt.sched.point("dma copy", dst, nbytes)
     memory.copy(dst, src, nbytes)
+    rt.sched.wrote()
 
 
 @primitive("aclshmem_putmem")

@@ -11,19 +11,31 @@ from . import context
 from .memory import AddressSpace, Buffer
 
 
+SPIN_REPEATS = 16
+PLAIN_SPIN = "spin on plain loads"
+
+
+def _as_int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
 class Aborted(BaseException):
     """Raised inside a core when another core of the launch failed: stop quietly."""
 
 
 class CoreContext:
     """One program instance = one AI core with its own data cache."""
-    __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending")
+    __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin")
 
     def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel):
         self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
         self.ncores = grid_dim[0] * grid_dim[1] * grid_dim[2]
         self.cache, self.kernel = cache, kernel
         self.pending = []        # non-blocking puts/gets not yet completed (quiet completes them)
+        self.spin = None         # [addr, value, repeats, Waiter]: a loop of plain scalar loads
 
 
 class Waiter:
@@ -86,7 +98,7 @@ class SimRuntime:
         c = context.core()
         core_id = c.core if c is not None else -1
         w = Waiter(op, addr, awaited, context.kernel_line(3), target or self.space.describe(addr))
-        self.sched.point()
+        self.sched.point(op, addr, int(awaited))
         v = read()
         if done(v):
             return v
@@ -112,11 +124,51 @@ class SimRuntime:
         finally:
             self.board.set_state(self.rank, core_id, B.RUNNING)
 
+    # -- spinning on plain loads -------------------------------------------------------------
+    def spin_watch(self, addr, value):
+        """A core that loads the same scalar again and again, seeing the same value, is
+        spinning: each further load is a spin round (a scheduling point that yields, and a
+        state the deadlock watchdog can see).  Through a stale cache line it never ends."""
+        c = context.core()
+        if c is None:
+            return
+        st = c.spin
+        if st is None or st[0] != addr or st[1] != value:
+            if st is not None and st[3] is not None:
+                self.board.set_state(self.rank, c.core, B.RUNNING)
+            c.spin = [addr, value, 1, None]
+            return
+        st[2] += 1
+        if st[2] < SPIN_REPEATS:
+            return
+        w = st[3]
+        if w is None:
+            w = st[3] = Waiter(PLAIN_SPIN, addr, 0, context.kernel_line(4), self.space.describe(addr))
+            w.seen = value
+            self.board.set(self.rank, c.core, B.WAITING, PLAIN_SPIN, w.where, w.target, addr, 0, _as_int(value))
+        if self.abort.is_set():
+            raise Aborted()
+        w.rounds += 1
+        self.sched.spin(w)
+        if time.monotonic() - w.started > self.timeout:
+            raise DeadlockError(
+                f"rank {self.rank} core {c.core}: spun on plain loads of {w.target} at {w.where} for "
+                f"{self.timeout:.0f} s (the timeout)", self.board.report([self.rank]))
+
+    def spin_reset(self):
+        c = context.core()
+        if c is not None and c.spin is not None:
+            if c.spin[3] is not None:
+                self.board.set_state(self.rank, c.core, B.RUNNING)
+            c.spin = None
+
     def core_barrier(self, c: CoreContext):
         """Barrier of the local cores of one launch (the hardware's SyncAll)."""
+        self.sched.point("core barrier", 0, c.core)
         with self._core_bar:
             gen = self._core_bar_state[1]
             self._core_bar_state[0] += 1
+            self.sched.wrote()          # an arrival is a change other cores wait to see
             if self._core_bar_state[0] == c.ncores:
                 self._core_bar_state[0] = 0
                 self._core_bar_state[1] += 1

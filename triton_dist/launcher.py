@@ -50,7 +50,7 @@ def _check_args(world_size, backend, schedule, timeout, memory_model):
         raise TritonDistError(f"launch: timeout must be a positive number of seconds, got {timeout!r}")
     from sim import cache, schedulers
     cache.make(memory_model)
-    schedulers.make(schedule, 0, world_size)   # raises on an unknown or unavailable schedule
+    schedulers.check(schedule)
 
 
 def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwargs, conn):
@@ -81,6 +81,9 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         from sim import board as B
         board.set_state(rank, -1, B.RUNNING)
         value = fn(*args, **kwargs)
+        # only a rank that finished hands the baton on: after a failure the schedule stops
+        # where it failed, so the digest and events of a replay match exactly
+        be.rt.sched.finish()
         try:
             result = dill.dumps(("ok", value))
         except Exception as e:  # noqa: BLE001
@@ -124,8 +127,12 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
     board = B.Board(world_size)
     for r in range(world_size):
         board.set_state(r, -1, B.RUNNING)
+    shared = None
+    if schedule != "free":
+        from sim.schedulers.deterministic import SharedSchedule
+        shared = SharedSchedule(world_size, seed)
     options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
-                   barrier_plus_one=bool(barrier_plus_one))
+                   barrier_plus_one=bool(barrier_plus_one), shared=shared)
     ctx = mp.get_context("fork")
     procs, pipes = [], []
     try:
@@ -138,7 +145,12 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
             wr.close()
             procs.append(p)
             pipes.append(rd)
-        outcomes = _collect(procs, pipes, board, timeout, start)
+        try:
+            outcomes = _collect(procs, pipes, board, timeout, start)
+        except (RankError, DeadlockError) as e:
+            if shared is not None:
+                _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)
+            raise
     finally:
         for p in procs:
             if p.is_alive():
@@ -151,9 +163,29 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
     values = []
     for r, (kind, *rest) in enumerate(outcomes):
         values.append(rest[0])
-    digest = ""
+    digest = shared and f"{int(shared.head['digest'][0]):016x}" or ""
     return LaunchResult(values=values, seed=seed, schedule_digest=digest,
                         wall_seconds=time.monotonic() - start, schedule=schedule)
+
+
+def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared):
+    """Make a failure under a deterministic schedule say how to reproduce it exactly."""
+    e.seed = seed
+    e.schedule = schedule
+    e.schedule_digest = f"{int(shared.head['digest'][0]):016x}"
+    e.events = shared.last_events()
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
+    extra = "" if memory_model == "ascend" else f", memory_model={memory_model!r}"
+    extra += "" if barrier_plus_one else ", barrier_plus_one=False"
+    e.replay = (f"triton_dist.launch({name}, ..., world_size={world_size}, schedule={schedule!r}, "
+                f"seed={seed}{extra})")
+    line = f"\nseed {seed} under schedule={schedule!r}; replay exactly with: {e.replay}"
+    if isinstance(e, DeadlockError):
+        e.message += line
+        e.args = (e.message + ("\n" + e.report if e.report else ""),)
+    else:
+        e.message += line
+        e.args = (str(e),)
 
 
 def _collect(procs, pipes, board, timeout, start):

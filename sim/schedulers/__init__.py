@@ -11,11 +11,28 @@
 from __future__ import annotations
 
 
-def make(name: str, seed, world_size: int, shared=None):
-    from triton_dist.errors import TritonDistError
+NAMES = ("free", "random", "pct")
+
+
+def check(name: str) -> None:
+    if name not in NAMES:
+        from triton_dist.errors import TritonDistError
+        raise TritonDistError(f"schedule must be one of {', '.join(NAMES)}; got {name!r}")
+
+
+def make(name: str, rank: int = 0, shared=None, board=None):
+    """The scheduler of one rank.  Deterministic ones need the launcher's shared state."""
+    check(name)
     if name == "free":
         from .free import FreeScheduler
         return FreeScheduler()
-    if name in ("random", "pct"):
-        raise NotImplementedError(f"schedule={name!r} arrives with the device-model issue; use 'free'")
-    raise TritonDistError(f"schedule must be one of free, random, pct; got {name!r}")
+    if shared is None:
+        from triton_dist.errors import TritonDistError
+        raise TritonDistError(f"schedule={name!r} needs ranks started by triton_dist.launch or "
+                              f"`triton-dist run`, which share the schedule's state; under torchrun "
+                              f"only schedule='free' is available")
+    if name == "random":
+        from .random_walk import RandomScheduler
+        return RandomScheduler(shared, rank, board)
+    from .pct import PCTScheduler
+    return PCTScheduler(shared, rank, board)

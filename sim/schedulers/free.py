@@ -32,7 +32,16 @@ class FreeScheduler:
             t.join()
         return errors
 
-    def point(self):
+    def start(self):
+        pass
+
+    def finish(self):
+        pass
+
+    def point(self, op="access", addr=0, value=0):
+        pass
+
+    def wrote(self):
         pass
 
     def spin(self, waiter):
