@@ -19,7 +19,7 @@ import signal
 import socket
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import multiprocess as mp
 from multiprocess import connection
@@ -37,7 +37,8 @@ class LaunchResult:
     schedule_digest: str = ""
     wall_seconds: float = 0.0
     schedule: str = "free"
-    extra: dict = field(default_factory=dict)
+    steps: int = 0          # scheduling decisions taken (deterministic schedules)
+    switches: int = 0       # of which handed the baton to another task
 
 
 def _check_args(world_size, backend, schedule, timeout, memory_model):
@@ -163,16 +164,18 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
     values = []
     for r, (kind, *rest) in enumerate(outcomes):
         values.append(rest[0])
-    digest = shared and f"{int(shared.head['digest'][0]):016x}" or ""
+    digest = shared.digest() if shared else ""
     return LaunchResult(values=values, seed=seed, schedule_digest=digest,
-                        wall_seconds=time.monotonic() - start, schedule=schedule)
+                        wall_seconds=time.monotonic() - start, schedule=schedule,
+                        steps=shared.steps() if shared else 0,
+                        switches=shared.switches() if shared else 0)
 
 
 def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared):
     """Make a failure under a deterministic schedule say how to reproduce it exactly."""
     e.seed = seed
     e.schedule = schedule
-    e.schedule_digest = f"{int(shared.head['digest'][0]):016x}"
+    e.schedule_digest = shared.digest()
     e.events = shared.last_events()
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
     extra = "" if memory_model == "ascend" else f", memory_model={memory_model!r}"

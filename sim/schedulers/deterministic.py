@@ -37,13 +37,12 @@ MAX_CORES = 64               # cores per rank per launch under a deterministic s
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
 MASK64 = (1 << 64) - 1
+SPIN_BEFORE_SLEEP = 200
+# words of the shared header (uint64): generator state, decision hash, counters
+RNG, DIGEST, SEED, STEPS, EPOCH, SWITCHES = range(6)
+# signed words: who holds the baton, collective bookkeeping
+CURRENT, ARRIVED, LEAVING = range(3)
 
-HEADER = np.dtype([
-    ("current", "i8"), ("rng", "u8"), ("steps", "u8"), ("digest", "u8"), ("epoch", "u8"),
-    ("arrived", "i8"), ("leaving", "i8"), ("switches", "u8"), ("min_prio", "i8"), ("seed", "u8"),
-])
-SLOT = np.dtype([("state", "i4"), ("spinning", "i4"), ("poll_epoch", "u8"), ("prio", "i8"),
-                 ("live_cores", "i4"), ("host", "i4")])
 EVENT = np.dtype([("step", "u8"), ("rank", "i4"), ("core", "i4"), ("op", "S28"), ("where", "S64"),
                   ("heap", "i4"), ("addr", "u8"), ("value", "i8")])
 
@@ -57,27 +56,30 @@ def splitmix64(state: int):
 
 
 class SharedSchedule:
-    """Created by the launcher before it forks the ranks: state, semaphores and a lock."""
+    """Created by the launcher before it forks the ranks: state, semaphores and a lock.
+
+    Plain arrays (not records) over one shared mapping: this is read and written at every
+    scheduling point, and a numpy record field costs several times a plain element."""
 
     def __init__(self, world_size: int, seed: int):
         self.world_size = world_size
         self.per_rank = MAX_CORES + 1
-        n = world_size * self.per_rank
-        size = HEADER.itemsize + SLOT.itemsize * n + EVENT.itemsize * EVENTS
+        n = self.n = world_size * self.per_rank
+        layout = [("u", np.uint64, 8), ("i", np.int64, 4), ("state", np.int64, n), ("spinning", np.int64, n),
+                  ("poll_epoch", np.uint64, n), ("prio", np.int64, n), ("live_cores", np.int64, n)]
+        size = sum(np.dtype(t).itemsize * k for _, t, k in layout) + EVENT.itemsize * EVENTS
         self._mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
-        self.head = np.frombuffer(self._mm, dtype=HEADER, count=1)[0:1]
-        off = HEADER.itemsize
-        self.slots = np.frombuffer(self._mm, dtype=SLOT, count=n, offset=off)
-        off += SLOT.itemsize * n
+        off = 0
+        for name, t, k in layout:
+            setattr(self, name, np.frombuffer(self._mm, dtype=t, count=k, offset=off))
+            off += np.dtype(t).itemsize * k
         self.events = np.frombuffer(self._mm, dtype=EVENT, count=EVENTS, offset=off)
+        self.is_host = np.array([(i % self.per_rank) == 0 for i in range(n)])
         self.sems = [mp.get_context("fork").Semaphore(0) for _ in range(n)]
         self.lock = mp.get_context("fork").Lock()
-        h = self.head
-        h["current"] = -1
-        h["rng"] = seed & MASK64
-        h["seed"] = seed & MASK64
-        h["digest"] = 0xCBF29CE484222325
-        self.slots["host"] = [(i % self.per_rank) == 0 for i in range(n)]
+        self.i[CURRENT] = -1
+        self.u[RNG] = self.u[SEED] = seed & MASK64
+        self.u[DIGEST] = 0xCBF29CE484222325
 
     def slot_of(self, rank: int, core: int) -> int:
         return rank * self.per_rank + (0 if core < 0 else 1 + core)
@@ -86,10 +88,17 @@ class SharedSchedule:
         rank, k = divmod(slot, self.per_rank)
         return rank, k - 1
 
+    def digest(self) -> str:
+        return f"{int(self.u[DIGEST]):016x}"
+
+    def steps(self) -> int:
+        return int(self.u[STEPS])
+
+    def switches(self) -> int:
+        return int(self.u[SWITCHES])
+
     def last_events(self, n: int = 40):
-        steps = int(self.head["steps"][0])
-        ev = self.events
-        rows = sorted((e for e in ev if e["op"]), key=lambda e: int(e["step"]))[-n:]
+        rows = sorted((e for e in self.events if e["op"]), key=lambda e: int(e["step"]))[-n:]
         out = []
         for e in rows:
             core = int(e["core"])
@@ -99,17 +108,18 @@ class SharedSchedule:
                 (f"0x{int(e['addr']):x}" if int(e["addr"]) else "-")
             out.append(f"  step {int(e['step']):>7}  {who:14s} {e['op'].decode():26s} "
                        f"{e['where'].decode():44s} {addr} = {int(e['value'])}")
-        return f"last {len(out)} of {steps} steps:\n" + "\n".join(out)
+        return f"last {len(out)} of {self.steps()} steps:\n" + "\n".join(out)
 
 
 class DeterministicScheduler:
-    """Baton passing over SharedSchedule; subclasses choose the next task (pick)."""
+    """Baton passing over SharedSchedule; subclasses choose the next task (choose)."""
     name = "?"
 
     def __init__(self, shared: SharedSchedule, rank: int, board=None):
         self.sh = shared
         self.rank = rank
         self.board = board
+        self.host_slot = shared.slot_of(rank, -1)
         self._local = threading.local()
         self.aborting = False       # a core of this rank failed: unblock and stop the others
 
@@ -117,22 +127,19 @@ class DeterministicScheduler:
     def on_new_task(self, slot: int) -> None:
         pass
 
-    def on_spin(self, slot: int) -> None:
-        pass
-
     def choose(self, candidates: np.ndarray, me: int) -> int:
         raise NotImplementedError
 
     # ---- shared helpers ------------------------------------------------------------------
     def rand(self) -> int:
-        h = self.sh.head
-        state, out = splitmix64(int(h["rng"][0]))
-        h["rng"] = state
+        u = self.sh.u
+        state, out = splitmix64(int(u[RNG]))
+        u[RNG] = state
         return out
 
     def _my_slot(self) -> int:
         s = getattr(self._local, "slot", None)
-        return self.sh.slot_of(self.rank, -1) if s is None else s
+        return self.host_slot if s is None else s
 
     def _record(self, slot, op, addr=0, value=0, where=None):
         from sim import context
@@ -143,53 +150,58 @@ class DeterministicScheduler:
             b = context.runtime().space.find(addr)
             if b is not None and b.heap_rank is not None:   # heap offsets replay exactly; addresses don't
                 heap, addr = b.heap_rank, addr - b.start
-        h = self.sh.head
-        step = int(h["steps"][0])
-        e = self.sh.events[step % EVENTS]
+        step = int(self.sh.u[STEPS])
         rank, core = self.sh.who(slot)
-        e["step"], e["rank"], e["core"] = step, rank, core
-        e["op"] = op.encode()[:28]
-        e["where"] = where.encode()[:64]
-        e["heap"], e["addr"], e["value"] = heap, addr, value
+        self.sh.events[step % EVENTS] = (step, rank, core, op.encode()[:28], where.encode()[:64], heap,
+                                         addr, value)
 
     def _deadlock(self, why):
-        from sim import board as B  # noqa: F401
         report = self.board.report() if self.board is not None else ""
-        raise DeadlockError(f"{why} (schedule={self.name}, seed={int(self.sh.head['seed'][0])})",
+        raise DeadlockError(f"{why} (schedule={self.name}, seed={int(self.sh.u[SEED])})",
                             report + "\n" + self.sh.last_events())
 
     def _next(self, me: int) -> int:
-        sl = self.sh.slots
-        cand = np.flatnonzero(sl["state"] == RUNNABLE)
+        sh = self.sh
+        cand = np.flatnonzero(sh.state == RUNNABLE)
         if cand.size == 0:
             self._deadlock("no task can run: every unfinished task is blocked")
         # A task spinning in a wait is blocked until something is written somewhere: polling
         # again before that can only see the same value.
-        epoch = self.sh.head["epoch"][0]
-        stuck = (sl["spinning"][cand] != 0) & (sl["poll_epoch"][cand] == epoch)
-        if stuck.all():
-            self._deadlock("every runnable task is spinning and nothing has been written since each "
-                           "last looked: none of them can ever see a change (deadlock or livelock)")
-        cand = cand[~stuck]
+        stuck = (sh.spinning[cand] != 0) & (sh.poll_epoch[cand] == sh.u[EPOCH])
+        if stuck.any():
+            if stuck.all():
+                self._deadlock("every runnable task is spinning and nothing has been written since "
+                               "each last looked: none of them can ever see a change (deadlock or livelock)")
+            cand = cand[~stuck]
         nxt = int(self.choose(cand, me))
-        h = self.sh.head
-        h["steps"] += 1
-        h["digest"] = ((int(h["digest"][0]) ^ (nxt + 1)) * 0x100000001B3) & MASK64
+        u = sh.u
+        u[STEPS] += 1
+        u[DIGEST] = ((int(u[DIGEST]) ^ (nxt + 1)) * 0x100000001B3) & MASK64
         return nxt
 
     def _switch(self, me: int, nxt: int, wait: bool = True) -> None:
         """Hand the baton to nxt; if wait, block until it comes back to me."""
         if nxt == me:
             return
-        self.sh.head["current"] = nxt
-        self.sh.head["switches"] += 1
-        self.sh.sems[nxt].release()
+        self.sh.u[SWITCHES] += 1
+        self.sh.sems[nxt].release()     # before CURRENT: a poller that sees CURRENT finds it released
+        self.sh.i[CURRENT] = nxt
         if wait:
             self._acquire(me)
 
     def _acquire(self, me: int) -> None:
-        self.sh.sems[me].acquire()
-        if self.aborting and not self.sh.slots[me]["host"]:
+        sem = self.sh.sems[me]
+        if not sem.acquire(False):
+            # Waking a sleeping process costs ~40 us; the baton usually comes back within a
+            # few steps, so first poll the shared word with sched_yield (which also lets
+            # the GIL and the CPU go to whoever holds the baton), then sleep.
+            cur = self.sh.i
+            for _ in range(SPIN_BEFORE_SLEEP):
+                if cur[CURRENT] == me:
+                    break
+                os.sched_yield()
+            sem.acquire()
+        if self.aborting and me != self.host_slot:
             raise SystemExit(0)
 
     def _abort_local(self, slots, host):
@@ -202,49 +214,47 @@ class DeterministicScheduler:
     # ---- the scheduler interface -------------------------------------------------------------
     def start(self):
         """Called by every rank after init: join the schedule (a collective)."""
-        me = self.sh.slot_of(self.rank, -1)
-        self.sh.slots[me]["state"] = RUNNABLE
-        self._collective_enter(me, first=True)
-        self._collective_leave(me)
+        self.sh.state[self.host_slot] = RUNNABLE
+        self._collective_enter(self.host_slot, first=True)
+        self._collective_leave(self.host_slot)
 
     def point(self, op="access", addr=0, value=0):
         me = self._my_slot()
-        sl = self.sh.slots[me]
-        if sl["spinning"]:
-            sl["spinning"] = 0
-        if self.sh.slots[me]["host"]:
-            self.sh.head["epoch"] += 1          # host code may have written anything
+        sh = self.sh
+        sh.spinning[me] = 0
+        if me == self.host_slot:
+            sh.u[EPOCH] += 1          # host code may have written anything
         self._record(me, op, addr, value)
         self._switch(me, self._next(me))
 
     def wrote(self):
-        self.sh.head["epoch"] += 1
+        self.sh.u[EPOCH] += 1
 
     def spin(self, waiter):
         me = self._my_slot()
-        sl = self.sh.slots[me]
-        sl["spinning"] = 1
-        sl["poll_epoch"] = self.sh.head["epoch"][0]
-        self.on_spin(me)
+        sh = self.sh
+        sh.spinning[me] = 1
+        sh.poll_epoch[me] = sh.u[EPOCH]
         self._record(me, "spin " + waiter.op, waiter.addr, int(waiter.seen or 0), waiter.where)
         self._switch(me, self._next(me))
 
     def digest(self) -> str:
-        return f"{int(self.sh.head['digest'][0]):016x}"
+        return self.sh.digest()
 
     def run_kernel(self, rt, cores, body):
         if len(cores) > MAX_CORES:
             raise TritonDistError(f"a deterministic schedule runs at most {MAX_CORES} program instances "
                                   f"per rank per launch, this grid has {len(cores)}; use schedule='free'")
-        host = self.sh.slot_of(self.rank, -1)
+        sh = self.sh
+        host = self.host_slot
         errors = []
-        slots = [self.sh.slot_of(self.rank, c.core) for c in cores]
+        slots = [sh.slot_of(self.rank, c.core) for c in cores]
         for s in slots:
-            self.sh.slots[s]["state"] = RUNNABLE
-            self.sh.slots[s]["spinning"] = 0
+            sh.state[s] = RUNNABLE
+            sh.spinning[s] = 0
             self.on_new_task(s)
-        self.sh.slots[host]["live_cores"] = len(cores)
-        self.sh.slots[host]["state"] = BLOCKED
+        sh.live_cores[host] = len(cores)
+        sh.state[host] = BLOCKED
 
         def run(c, s):
             self._local.slot = s
@@ -260,12 +270,11 @@ class DeterministicScheduler:
                 return
             finally:
                 self._local.slot = None
-            self.sh.slots[s]["state"] = DONE
-            self.sh.head["epoch"] += 1
-            hs = self.sh.slots[host]
-            hs["live_cores"] -= 1
-            if hs["live_cores"] == 0:
-                hs["state"] = RUNNABLE
+            sh.state[s] = DONE
+            sh.u[EPOCH] += 1
+            sh.live_cores[host] -= 1
+            if sh.live_cores[host] == 0:
+                sh.state[host] = RUNNABLE
             if self.aborting:
                 return
             try:
@@ -283,26 +292,26 @@ class DeterministicScheduler:
         for t in threads:
             t.join()
         for s in slots:
-            self.sh.slots[s]["state"] = FREE
+            sh.state[s] = FREE
         if self.aborting:
             self.aborting = False
-            self.sh.slots[host]["state"] = RUNNABLE
+            sh.state[host] = RUNNABLE
         return errors
 
     # ---- host collectives --------------------------------------------------------------------
     def _collective_enter(self, me, first=False):
         sh = self.sh
         with sh.lock:
-            sh.slots[me]["state"] = COLLECTIVE
-            sh.head["arrived"] += 1
-            everyone = int(sh.head["arrived"][0]) == sh.world_size
+            sh.state[me] = COLLECTIVE
+            sh.i[ARRIVED] += 1
+            everyone = int(sh.i[ARRIVED]) == sh.world_size
             if everyone:
                 if first:   # every host joins: give them their strategy state in rank order
                     for r in range(sh.world_size):
                         self.on_new_task(sh.slot_of(r, -1))
-                sh.head["arrived"] = 0
-                sh.head["leaving"] = sh.world_size
-                sh.head["current"] = -1          # the baton is parked
+                sh.i[ARRIVED] = 0
+                sh.i[LEAVING] = sh.world_size
+                sh.i[CURRENT] = -1          # the baton is parked
         if everyone:
             for r in range(sh.world_size):
                 s = sh.slot_of(r, -1)
@@ -317,9 +326,9 @@ class DeterministicScheduler:
     def _collective_leave(self, me):
         sh = self.sh
         with sh.lock:
-            sh.slots[me]["state"] = RUNNABLE
-            sh.head["leaving"] -= 1
-            last = int(sh.head["leaving"][0]) == 0
+            sh.state[me] = RUNNABLE
+            sh.i[LEAVING] -= 1
+            last = int(sh.i[LEAVING]) == 0
         if last:
             # which rank leaves last is timing, not schedule: decide as if nobody were running
             self._switch(me, self._next(-1))
@@ -328,7 +337,7 @@ class DeterministicScheduler:
 
     @contextlib.contextmanager
     def host_call(self, what):
-        me = self.sh.slot_of(self.rank, -1)
+        me = self.host_slot
         self._record(me, "host " + what)
         self._collective_enter(me)
         try:
@@ -338,10 +347,9 @@ class DeterministicScheduler:
 
     def finish(self):
         """The rank's host code is done: leave the schedule and pass the baton on."""
-        me = self.sh.slot_of(self.rank, -1)
-        if self.sh.head["current"][0] in (me, -1) or self.sh.slots[me]["state"] == RUNNABLE:
-            self.sh.slots[me]["state"] = DONE
-            self.sh.head["epoch"] += 1
-            cand = np.flatnonzero(self.sh.slots["state"] == RUNNABLE)
-            if cand.size:
-                self._switch(me, self._next(me), wait=False)
+        sh = self.sh
+        me = self.host_slot
+        sh.state[me] = DONE
+        sh.u[EPOCH] += 1
+        if (sh.state == RUNNABLE).any():
+            self._switch(me, self._next(me), wait=False)

@@ -7,7 +7,7 @@ bug of depth d with probability at least 1/(n k^(d-1)) per run.  A task spinning
 is treated as blocked until the next write (deterministic.py), as PCT assumes blocking
 waits, so a spinning high-priority task cannot starve the one it waits for.
 """
-from .deterministic import DeterministicScheduler
+from .deterministic import SEED, STEPS, DeterministicScheduler
 
 DEPTH = 3            # d: bugs that need up to 2 forced preemptions
 STEPS_ESTIMATE = 4000  # k: the change points fall among the first k steps
@@ -21,7 +21,7 @@ class PCTScheduler(DeterministicScheduler):
         if cp is None:
             # derived from the seed alone, so every rank computes the same points
             from .deterministic import splitmix64
-            state = int(self.sh.head["seed"][0]) ^ 0x5DEECE66D
+            state = int(self.sh.u[SEED]) ^ 0x5DEECE66D
             cp = {}
             for i in range(DEPTH - 1):
                 state, r = splitmix64(state)
@@ -31,12 +31,12 @@ class PCTScheduler(DeterministicScheduler):
 
     def on_new_task(self, slot):
         # initial priorities are above DEPTH; random, so the order of tasks is random
-        self.sh.slots[slot]["prio"] = DEPTH + 1 + (self.rand() % (1 << 40))
+        self.sh.prio[slot] = DEPTH + 1 + (self.rand() % (1 << 40))
 
     def choose(self, candidates, me):
-        step = int(self.sh.head["steps"][0])
+        step = int(self.sh.u[STEPS])
         new = self._change_points().get(step)
         if new is not None and me in candidates:
-            self.sh.slots[me]["prio"] = new
-        prio = self.sh.slots["prio"][candidates]
+            self.sh.prio[me] = new
+        prio = self.sh.prio[candidates]
         return int(candidates[int(prio.argmax())])
