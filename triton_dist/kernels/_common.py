@@ -26,6 +26,16 @@ Why two phases and epochs are enough (no reset between calls)
 - Epochs live in int32 slots; after EPOCH_MAX calls the workspace re-synchronizes once:
   host barrier (every kernel of every rank has ended), zero the signals, host barrier,
   start again at epoch 1.
+
+NO_HELPERS: the kernels call no @triton.jit helper functions
+--------------------------------------------------------------
+On the simulator a call to a @triton.jit helper re-patches triton.language while other
+program instances of the launch run, and for a moment `tl.tensor.__index__` is triton's
+own version, which numpy >= 2.4 refuses for shape-(1,) scalars; a concurrent
+`range(tensor)` then fails with "only 0-dimensional arrays can be converted to Python
+scalars" (sim/interp.py `_patched_lang_tensor`).  Likewise triton.language's own jitted
+helpers (tl.zeros, tl.cdiv, tl.sum, ...) were created before the simulator switched the
+interpreter on and cannot be called at all; the kernels use tl.full and integer math.
 """
 from __future__ import annotations
 

@@ -38,22 +38,12 @@ MAX_BLOCK = 2048      # elements per block load/store
 
 
 @triton.jit
-def _copy(dst, src, cnt, BLOCK: tl.constexpr):
-    """dst[0:cnt] = src[0:cnt] with block loads and stores (DMA on the NPU)."""
-    offs = tl.arange(0, BLOCK)
-    for off in range(0, cnt, BLOCK):
-        m = off + offs < cnt
-        tl.store(dst + off + offs, tl.load(src + off + offs, mask=m), mask=m)
-
-
-@triton.jit
 def _gather_kernel(x, ws, sig, out, E, PART, epoch,
                    SCATTER: tl.constexpr, ES: tl.constexpr, BLOCK: tl.constexpr):
     """all_gather (SCATTER=False: every peer gets all of x) or all_to_all (SCATTER=True:
     peer d gets chunk d of x).  ws holds n chunks of E elements (slot per source rank);
     sig holds n slots per part, slot (g * n + src)."""
     g = tl.program_id(0)
-    G = tl.num_programs(0)
     me = dl.rank()
     n = dl.num_ranks()
     start = g * PART
@@ -67,16 +57,22 @@ def _gather_kernel(x, ws, sig, out, E, PART, epoch,
         shm.putmem_signal(ws + me * E + start, src, cnt * ES, sig + (g * n + me) * shm.SIGNAL_SLOT_STRIDE_INT32,
                           epoch, shm.ACLSHMEM_SIGNAL_SET, peer)
     # my own part needs no transfer
+    # (no @triton.jit helpers in the kernels of this library: see _common.py, NO_HELPERS)
+    offs = tl.arange(0, BLOCK)
     own = x + start
     if SCATTER:
         own = x + me * E + start
-    _copy(out + me * E + start, own, cnt, BLOCK)
+    for off in range(0, cnt, BLOCK):
+        m = off + offs < cnt
+        tl.store(out + me * E + start + off + offs, tl.load(own + off + offs, mask=m), mask=m)
     # consumer: the left neighbour pushed to me first
     for i in range(1, n):
         src_rank = (me + n - i) % n
         tok = dl.wait(sig + (g * n + src_rank) * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
-        buf = dl.consume_token(ws, tok)
-        _copy(out + src_rank * E + start, buf + src_rank * E + start, cnt, BLOCK)
+        buf = dl.consume_token(ws, tok) + src_rank * E + start
+        for off in range(0, cnt, BLOCK):
+            m = off + offs < cnt
+            tl.store(out + src_rank * E + start + off + offs, tl.load(buf + off + offs, mask=m), mask=m)
 
 
 @triton.jit

@@ -39,155 +39,112 @@ MAX_CONSUMERS = 8
 MAX_PRODUCERS = 8
 
 
-@triton.jit
-def _tile_dot(acc, a_base, a_rows, lda, b, ldb, n0, N, K,
-              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr):
-    """acc += A[0:a_rows, :K] @ B[:K, n0:n0+BN] (masked), A row-major with leading dim lda."""
-    rm = tl.arange(0, BM)
-    rn = n0 + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    for k0 in range(0, K, BK):
-        kk = k0 + rk
-        a = tl.load(a_base + rm[:, None] * lda + kk[None, :], mask=(rm[:, None] < a_rows) & (kk[None, :] < K), other=0.0)
-        bt = tl.load(b + kk[:, None] * ldb + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        if UPCAST:
-            a = a.to(tl.float32)
-            bt = bt.to(tl.float32)
-        acc += tl.dot(a, bt)
-    return acc
-
-
-# ---- AllGather + GEMM ------------------------------------------------------------------------
-
-@triton.jit
-def _ag_produce(p, P, a, ws, sig, m, K, T, epoch, BM: tl.constexpr, ES: tl.constexpr):
-    me = dl.rank()
-    n = dl.num_ranks()
-    for w in range(p, (n - 1) * T, P):
-        peer = (me - 1 - w // T + n) % n       # rank me-1 needs my tiles first
-        t = w % T
-        rows = tl.minimum(BM, m - t * BM)
-        shm.putmem_signal(ws + (me * m + t * BM) * K, a + t * BM * K, rows * K * ES,
-                          sig + (me * T + t) * shm.SIGNAL_SLOT_STRIDE_INT32, epoch, shm.ACLSHMEM_SIGNAL_SET, peer)
-
-
-@triton.jit
-def _ag_consume(c, NC, a, b, ws, sig, out, m, N, K, T, epoch,
-                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr):
-    me = dl.rank()
-    n = dl.num_ranks()
-    TN = (N + BN - 1) // BN
-    total_m = n * T
-    rm = tl.arange(0, BM)
-    for w in range(c, total_m * TN, NC):
-        pid_m = (w // TN + me * T) % total_m     # swizzle: my own shard first
-        n0 = (w % TN) * BN
-        src = pid_m // T
-        t = pid_m % T
-        rows = tl.minimum(BM, m - t * BM)
-        if src == me:
-            base = a + t * BM * K
-        else:
-            tok = dl.wait(sig + pid_m * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
-            base = dl.consume_token(ws + (src * m + t * BM) * K, tok)
-        acc = tl.full((BM, BN), 0.0, tl.float32)
-        acc = _tile_dot(acc, base, rows, K, b, N, n0, N, K, BM, BN, BK, UPCAST)
-        rn = n0 + tl.arange(0, BN)
-        optr = out + (src * m + t * BM + rm[:, None]) * N + rn[None, :]
-        tl.store(optr, acc.to(out.dtype.element_ty), mask=(rm[:, None] < rows) & (rn[None, :] < N))
-
+# The kernels below call no @triton.jit helpers (see _common.py, NO_HELPERS): one kernel per
+# op holds both roles.  Programs [0, NP) produce and the others consume; a producer-only
+# launch passes NP = its grid size, a consumer-only launch NP = 0.
 
 @triton.jit
 def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ES: tl.constexpr, UPCAST: tl.constexpr):
-    """One launch: programs [0, NP) produce, the others consume."""
     pid = tl.program_id(0)
+    me = dl.rank()
+    n = dl.num_ranks()
     if pid < NP:
-        _ag_produce(pid, NP, a, ws, sig, m, K, T, epoch, BM, ES)
+        # ---- producer: push my tiles, rank me-1 first (it needs them soonest)
+        for w in range(pid, (n - 1) * T, NP):
+            peer = (me - 1 - w // T + n) % n
+            t = w % T
+            rows = tl.minimum(BM, m - t * BM)
+            shm.putmem_signal(ws + (me * m + t * BM) * K, a + t * BM * K, rows * K * ES,
+                              sig + (me * T + t) * shm.SIGNAL_SLOT_STRIDE_INT32, epoch,
+                              shm.ACLSHMEM_SIGNAL_SET, peer)
     else:
-        _ag_consume(pid - NP, tl.num_programs(0) - NP, a, b, ws, sig, out, m, N, K, T, epoch, BM, BN, BK, UPCAST)
-
-
-@triton.jit
-def _ag_producer_kernel(a, ws, sig, m, K, T, epoch, BM: tl.constexpr, ES: tl.constexpr):
-    _ag_produce(tl.program_id(0), tl.num_programs(0), a, ws, sig, m, K, T, epoch, BM, ES)
-
-
-@triton.jit
-def _ag_consumer_kernel(a, b, ws, sig, out, m, N, K, T, epoch,
-                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr):
-    _ag_consume(tl.program_id(0), tl.num_programs(0), a, b, ws, sig, out, m, N, K, T, epoch, BM, BN, BK, UPCAST)
-
-
-# ---- GEMM + ReduceScatter --------------------------------------------------------------------
-
-@triton.jit
-def _rs_produce(p, P, a, b, ws, sig, m, N, K, T, epoch,
-                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr):
-    me = dl.rank()
-    n = dl.num_ranks()
-    TN = (N + BN - 1) // BN
-    per_dst = T * TN
-    rm = tl.arange(0, BM)
-    for w in range(p, n * per_dst, P):
-        dst = (me + 1 + w // per_dst) % n        # rank me+1 first, my own chunk last
-        t = (w % per_dst) // TN
-        tn = w % TN
-        n0 = tn * BN
-        rows = tl.minimum(BM, m - t * BM)
-        acc = tl.full((BM, BN), 0.0, tl.float32)
-        acc = _tile_dot(acc, a + (dst * m + t * BM) * K, rows, K, b, N, n0, N, K, BM, BN, BK, UPCAST)
-        rn = n0 + tl.arange(0, BN)
-        remote = dl.symm_at(ws, dst)
-        tl.store(remote + (me * m + t * BM + rm[:, None]) * N + rn[None, :], acc.to(ws.dtype.element_ty),
-                 mask=(rm[:, None] < rows) & (rn[None, :] < N))
-        shm.fence()                               # the tile is in dst's memory before its signal
-        dl.notify(sig + (me * per_dst + t * TN + tn) * shm.SIGNAL_SLOT_STRIDE_INT32, dst, signal=epoch,
-                  sig_op="set")
-
-
-@triton.jit
-def _rs_consume(c, NC, ws, sig, out, m, N, T, epoch, BM: tl.constexpr, BN: tl.constexpr):
-    me = dl.rank()
-    n = dl.num_ranks()
-    TN = (N + BN - 1) // BN
-    per_dst = T * TN
-    rm = tl.arange(0, BM)
-    for w in range(c, per_dst, NC):
-        t = w // TN
-        n0 = (w % TN) * BN
-        rows = tl.minimum(BM, m - t * BM)
-        rn = n0 + tl.arange(0, BN)
-        mask = (rm[:, None] < rows) & (rn[None, :] < N)
-        acc = tl.full((BM, BN), 0.0, tl.float32)
-        for i in range(1, n + 1):
-            src = (me - i + n) % n                # in the order the tiles are produced
-            tok = dl.wait(sig + (src * per_dst + w) * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
-            buf = dl.consume_token(ws, tok)
-            acc += tl.load(buf + (src * m + t * BM + rm[:, None]) * N + rn[None, :], mask=mask).to(tl.float32)
-        tl.store(out + (t * BM + rm[:, None]) * N + rn[None, :], acc.to(out.dtype.element_ty), mask=mask)
+        # ---- consumer: GEMM over output tiles, my own shard first (swizzle)
+        c = pid - NP
+        NC = tl.num_programs(0) - NP
+        TN = (N + BN - 1) // BN
+        total_m = n * T
+        rm = tl.arange(0, BM)
+        rk = tl.arange(0, BK)
+        for w in range(c, total_m * TN, NC):
+            pid_m = (w // TN + me * T) % total_m
+            n0 = (w % TN) * BN
+            src = pid_m // T
+            t = pid_m % T
+            rows = tl.minimum(BM, m - t * BM)
+            if src == me:
+                base = a + t * BM * K
+            else:
+                tok = dl.wait(sig + pid_m * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
+                base = dl.consume_token(ws + (src * m + t * BM) * K, tok)
+            rn = n0 + tl.arange(0, BN)
+            acc = tl.full((BM, BN), 0.0, tl.float32)
+            for k0 in range(0, K, BK):
+                kk = k0 + rk
+                at = tl.load(base + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < rows) & (kk[None, :] < K),
+                             other=0.0)
+                bt = tl.load(b + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+                if UPCAST:
+                    at = at.to(tl.float32)
+                    bt = bt.to(tl.float32)
+                acc += tl.dot(at, bt)
+            optr = out + (src * m + t * BM + rm[:, None]) * N + rn[None, :]
+            tl.store(optr, acc.to(out.dtype.element_ty), mask=(rm[:, None] < rows) & (rn[None, :] < N))
 
 
 @triton.jit
 def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr):
-    """One launch: programs [0, NP) run the GEMM and push tiles, the others reduce."""
     pid = tl.program_id(0)
+    me = dl.rank()
+    n = dl.num_ranks()
+    TN = (N + BN - 1) // BN
+    per_dst = T * TN
+    rm = tl.arange(0, BM)
     if pid < NP:
-        _rs_produce(pid, NP, a, b, ws, sig, m, N, K, T, epoch, BM, BN, BK, UPCAST)
+        # ---- producer: GEMM tiles, chunk of rank me+1 first and my own last; each tile goes
+        # straight into its destination's workspace (slot me), then its signal is SET there
+        rk = tl.arange(0, BK)
+        for w in range(pid, n * per_dst, NP):
+            dst = (me + 1 + w // per_dst) % n
+            t = (w % per_dst) // TN
+            tn = w % TN
+            rn = tn * BN + tl.arange(0, BN)
+            rows = tl.minimum(BM, m - t * BM)
+            a_base = a + (dst * m + t * BM) * K
+            acc = tl.full((BM, BN), 0.0, tl.float32)
+            for k0 in range(0, K, BK):
+                kk = k0 + rk
+                at = tl.load(a_base + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < rows) & (kk[None, :] < K),
+                             other=0.0)
+                bt = tl.load(b + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+                if UPCAST:
+                    at = at.to(tl.float32)
+                    bt = bt.to(tl.float32)
+                acc += tl.dot(at, bt)
+            remote = dl.symm_at(ws, dst)
+            tl.store(remote + (me * m + t * BM + rm[:, None]) * N + rn[None, :], acc.to(ws.dtype.element_ty),
+                     mask=(rm[:, None] < rows) & (rn[None, :] < N))
+            shm.fence()                           # the tile is in dst's memory before its signal
+            dl.notify(sig + (me * per_dst + t * TN + tn) * shm.SIGNAL_SLOT_STRIDE_INT32, dst, signal=epoch,
+                      sig_op="set")
     else:
-        _rs_consume(pid - NP, tl.num_programs(0) - NP, ws, sig, out, m, N, T, epoch, BM, BN)
-
-
-@triton.jit
-def _rs_producer_kernel(a, b, ws, sig, m, N, K, T, epoch,
-                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr):
-    _rs_produce(tl.program_id(0), tl.num_programs(0), a, b, ws, sig, m, N, K, T, epoch, BM, BN, BK, UPCAST)
-
-
-@triton.jit
-def _rs_consumer_kernel(ws, sig, out, m, N, T, epoch, BM: tl.constexpr, BN: tl.constexpr):
-    _rs_consume(tl.program_id(0), tl.num_programs(0), ws, sig, out, m, N, T, epoch, BM, BN)
+        # ---- consumer: reduce my chunk's tiles as they come, in production order (rank me-1
+        # first, my own last), in fp32
+        c = pid - NP
+        NC = tl.num_programs(0) - NP
+        for w in range(c, per_dst, NC):
+            t = w // TN
+            rn = (w % TN) * BN + tl.arange(0, BN)
+            rows = tl.minimum(BM, m - t * BM)
+            mask = (rm[:, None] < rows) & (rn[None, :] < N)
+            acc = tl.full((BM, BN), 0.0, tl.float32)
+            for i in range(1, n + 1):
+                src = (me - i + n) % n
+                tok = dl.wait(sig + (src * per_dst + w) * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
+                buf = dl.consume_token(ws, tok)
+                acc += tl.load(buf + (src * m + t * BM + rm[:, None]) * N + rn[None, :], mask=mask).to(tl.float32)
+            tl.store(out + (t * BM + rm[:, None]) * N + rn[None, :], acc.to(out.dtype.element_ty), mask=mask)
 
 
 # ---- host side ---------------------------------------------------------------------------------
@@ -236,13 +193,14 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     NC = min(MAX_CONSUMERS, n * T * TN)
     NP = min(MAX_PRODUCERS // 4, (n - 1) * T)     # pushes are cheap DMA; few programs suffice
     up = C.dot_upcast(a.dtype)
+    args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
+    meta = dict(BM=BM, BN=BN, BK=BK, ES=ES, UPCAST=up)
     if launches == 1:
-        _ag_gemm_kernel[(NP + NC,)](a, b, ws, ph.sig, out, m, N, K, T, ph.epoch, NP=NP,
-                                    BM=BM, BN=BN, BK=BK, ES=ES, UPCAST=up)
+        _ag_gemm_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
         if NP:
-            _ag_producer_kernel[(NP,)](a, ws, ph.sig, m, K, T, ph.epoch, BM=BM, ES=ES)
-        _ag_consumer_kernel[(NC,)](a, b, ws, ph.sig, out, m, N, K, T, ph.epoch, BM=BM, BN=BN, BK=BK, UPCAST=up)
+            _ag_gemm_kernel[(NP,)](*args, NP=NP, **meta)       # producers only: never wait
+        _ag_gemm_kernel[(NC,)](*args, NP=0, **meta)            # consumers only
     return out
 
 
@@ -270,10 +228,11 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     NP = min(MAX_PRODUCERS - 2, n * T * TN)
     NC = min(2, T * TN)
     up = C.dot_upcast(a.dtype)
+    args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
+    meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=up)
     if launches == 1:
-        _gemm_rs_kernel[(NP + NC,)](a, b, ws, ph.sig, out, m, N, K, T, ph.epoch, NP=NP,
-                                    BM=BM, BN=BN, BK=BK, UPCAST=up)
+        _gemm_rs_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
-        _rs_producer_kernel[(NP,)](a, b, ws, ph.sig, m, N, K, T, ph.epoch, BM=BM, BN=BN, BK=BK, UPCAST=up)
-        _rs_consumer_kernel[(NC,)](ws, ph.sig, out, m, N, T, ph.epoch, BM=BM, BN=BN)
+        _gemm_rs_kernel[(NP,)](*args, NP=NP, **meta)           # GEMM producers only: never wait
+        _gemm_rs_kernel[(NC,)](*args, NP=0, **meta)            # reduce consumers only
     return out
