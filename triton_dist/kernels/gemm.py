@@ -78,16 +78,22 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                 tok = dl.wait(sig + pid_m * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
                 base = dl.consume_token(ws + (src * m + t * BM) * K, tok)
             rn = n0 + tl.arange(0, BN)
+            a_ptrs = base + rm[:, None] * K + rk[None, :]
+            b_ptrs = b + rk[:, None] * N + rn[None, :]
+            a_rows = rm[:, None] < rows
+            b_cols = rn[None, :] < N
+            b_step = BK * N
             acc = tl.full((BM, BN), 0.0, tl.float32)
             for k0 in range(0, K, BK):
-                kk = k0 + rk
-                at = tl.load(base + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < rows) & (kk[None, :] < K),
-                             other=0.0)
-                bt = tl.load(b + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+                k_left = K - k0
+                at = tl.load(a_ptrs, mask=a_rows & (rk[None, :] < k_left), other=0.0)
+                bt = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & b_cols, other=0.0)
                 if UPCAST:
                     at = at.to(tl.float32)
                     bt = bt.to(tl.float32)
                 acc += tl.dot(at, bt)
+                a_ptrs += BK
+                b_ptrs += b_step
             optr = out + (src * m + t * BM + rm[:, None]) * N + rn[None, :]
             tl.store(optr, acc.to(out.dtype.element_ty), mask=(rm[:, None] < rows) & (rn[None, :] < N))
 
@@ -111,17 +117,22 @@ def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             tn = w % TN
             rn = tn * BN + tl.arange(0, BN)
             rows = tl.minimum(BM, m - t * BM)
-            a_base = a + (dst * m + t * BM) * K
+            a_ptrs = a + (dst * m + t * BM + rm[:, None]) * K + rk[None, :]
+            b_ptrs = b + rk[:, None] * N + rn[None, :]
+            a_rows = rm[:, None] < rows
+            b_cols = rn[None, :] < N
+            b_step = BK * N
             acc = tl.full((BM, BN), 0.0, tl.float32)
             for k0 in range(0, K, BK):
-                kk = k0 + rk
-                at = tl.load(a_base + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < rows) & (kk[None, :] < K),
-                             other=0.0)
-                bt = tl.load(b + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+                k_left = K - k0
+                at = tl.load(a_ptrs, mask=a_rows & (rk[None, :] < k_left), other=0.0)
+                bt = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & b_cols, other=0.0)
                 if UPCAST:
                     at = at.to(tl.float32)
                     bt = bt.to(tl.float32)
                 acc += tl.dot(at, bt)
+                a_ptrs += BK
+                b_ptrs += b_step
             remote = dl.symm_at(ws, dst)
             tl.store(remote + (me * m + t * BM + rm[:, None]) * N + rn[None, :], acc.to(ws.dtype.element_ty),
                      mask=(rm[:, None] < rows) & (rn[None, :] < N))
