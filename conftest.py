@@ -4,3 +4,5 @@ import os
 
 os.environ.setdefault("TRITON_DIST_BACKEND", "sim")
 import triton_dist  # noqa: E402,F401
+
+pytest_plugins = ["pytester"]

@@ -50,7 +50,7 @@ class SimBackend(Backend):
 
     def init(self, rank=None, world_size=None, *, heaps=None, board=None, schedule="free", seed=None,
              timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None,
-             shared=None):
+             shared=None, trace_dir=None, trace_t0=None):
         if self.rt is not None:
             return
         if not dist.is_initialized():
@@ -75,6 +75,9 @@ class SimBackend(Backend):
         sched = schedulers.make(schedule, rank, shared, board)
         self.rt = SimRuntime(rank, world_size, hs, board, cache.make(memory_model), sched, timeout,
                              barrier_plus_one)
+        if trace_dir is not None:
+            from .trace import Tracer
+            self.rt.tracer = Tracer(trace_dir, rank, trace_t0, shared)
         context.set_runtime(self.rt)
         sched.start()
 
@@ -115,11 +118,15 @@ class SimBackend(Backend):
     def _collective(self, what, fn):
         rt = self._runtime()
         rt.board.set(rt.rank, -1, B.HOST_COLLECTIVE, what, _caller())
+        if rt.tracer:
+            rt.tracer.begin(what)
         try:
             with rt.sched.host_call(what):
                 return fn()
         finally:
             rt.board.set_state(rt.rank, -1, B.RUNNING)
+            if rt.tracer:
+                rt.tracer.end(what)
 
     def _agree(self, what, mine):
         """All ranks must pass the same `mine`; otherwise every rank raises the same error."""

@@ -74,6 +74,12 @@ def _dcci(rt, addr):
     rt.memory.dcci_line(addr)
 
 
+def _trace(rt, name, **args):
+    if rt.tracer:
+        c = context.core()
+        rt.tracer.instant(name, c.core if c is not None else -1, **args)
+
+
 def _set_remote(rt, addr, value, np_dtype):
     """Signal SET: a plain scalar store, then dcci of that line. Not atomic."""
     _store(rt, addr, value, np_dtype)
@@ -147,6 +153,8 @@ def signal_op(rt, sig: Ptr, signal: int, sig_op: int, pe: int):
         raise TritonDistError(f"{context.kernel_line(3)}: signal_op takes an int32 signal, got {sig.dtype}")
     remote = rt.translate(sig.addr, pe, "signal_op")
     rt.space.check(remote, remote + 4, "signal_op")
+    _trace(rt, f"signal {'set' if sig_op == S.ACLSHMEM_SIGNAL_SET else 'add'} {signal} -> rank {pe}",
+           target=rt.space.describe(remote))
     if sig_op == S.ACLSHMEM_SIGNAL_SET:
         _set_remote(rt, remote, signal, np.int32)
     elif sig_op == S.ACLSHMEM_SIGNAL_ADD:
@@ -163,6 +171,7 @@ def p(rt, dest: Ptr, value: int, pe: int):
     np_dtype = NP_DTYPES[dest.dtype]
     remote = rt.translate(dest.addr, pe, "int_p")
     rt.space.check(remote, remote + np.dtype(np_dtype).itemsize, "int_p")
+    _trace(rt, f"signal set {value} -> rank {pe}", target=rt.space.describe(remote))
     _set_remote(rt, remote, value, np_dtype)
 
 
@@ -287,6 +296,7 @@ def quiet(rt):
     """Pipe barrier (all issued transfers complete) + dcci of the entire cache."""
     c = _core_or_error("quiet")
     complete_pending(c)
+    _trace(rt, "quiet (dcci entire cache)")
     rt.memory.dcci_all()
 
 
@@ -294,6 +304,7 @@ def quiet(rt):
 def fence(rt):
     c = _core_or_error("fence")
     complete_pending(c)
+    _trace(rt, "fence (dcci entire cache)")
     rt.memory.dcci_all()
 
 
@@ -332,6 +343,22 @@ def _barrier(rt, what):
 @primitive("aclshmem_barrier_all")
 def barrier_all(rt):
     _barrier(rt, "barrier_all")
+
+
+def _traced_barrier(inner):
+    def run(rt, what):
+        if not rt.tracer:
+            return inner(rt, what)
+        core = context.core().core if context.core() is not None else -1
+        rt.tracer.begin(what, core)
+        try:
+            return inner(rt, what)
+        finally:
+            rt.tracer.end(what, core)
+    return run
+
+
+_barrier = _traced_barrier(_barrier)
 
 
 @primitive("aclshmemx_barrier_all_vec")

@@ -59,6 +59,7 @@ class SimRuntime:
         self.timeout = timeout
         self.barrier_plus_one = barrier_plus_one
         self.abort = threading.Event()
+        self.tracer = None            # sim.trace.Tracer when the launch writes a trace
         self.space = AddressSpace()
         for r, base in enumerate(heaps.bases):
             self.space.add(Buffer(base, base + heaps.size, f"symmetric heap of rank {r}", r, heaps))
@@ -104,6 +105,8 @@ class SimRuntime:
             return v
         w.seen = v
         self.board.set(self.rank, core_id, B.WAITING, op, w.where, w.target, addr, int(awaited), int(v))
+        if self.tracer:
+            self.tracer.begin(op, core_id, target=w.target, awaited=int(awaited), seen=int(v), where=w.where)
         try:
             while True:
                 if self.abort.is_set():
@@ -123,6 +126,9 @@ class SimRuntime:
                         self.board.report([self.rank]))
         finally:
             self.board.set_state(self.rank, core_id, B.RUNNING)
+            if self.tracer:
+                self.tracer.end(op, core_id, seen=int(w.seen) if w.seen is not None else 0,
+                                rounds=w.rounds)
 
     # -- spinning on plain loads -------------------------------------------------------------
     def spin_watch(self, addr, value):
@@ -203,15 +209,25 @@ class SimRuntime:
         self.board.clear_cores(self.rank)
         self.board.set_state(self.rank, -1, B.IN_KERNEL)
 
+        tr = self.tracer
+
         def body(c):
             context.set_core(c)
             self.board.set_state(self.rank, c.core, B.RUNNING)
+            if tr:
+                tr.begin(f"kernel {kernel}", c.core, program=list(c.grid_idx))
             try:
                 fn(**args)
                 primitives.complete_pending(c)
             finally:
-                self.memory.kernel_end(c.cache) if c.cache is not None else None
+                if c.cache is not None:
+                    if tr:
+                        tr.instant("cache flush at kernel end", c.core,
+                                   dirty_lines=sum(1 for e in c.cache.values() if e[1]))
+                    self.memory.kernel_end(c.cache)
                 self.board.set_state(self.rank, c.core, B.DONE)
+                if tr:
+                    tr.end(f"kernel {kernel}", c.core)
                 context.set_core(None)
 
         try:

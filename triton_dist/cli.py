@@ -1,5 +1,6 @@
 """The `triton-dist` command.
 
+    triton-dist run -n 4 script.py [args]             (also explore, replay: see cli_sim.py)
     triton-dist lower path/to/file.py::kernel --signature sig=*i32,buf=*fp32 [--constexpr N=16]
 
 Each subcommand is one entry of SUBCOMMANDS: a function that adds its arguments to its
@@ -122,7 +123,24 @@ def _lower(args) -> int:
     return 0
 
 
+def _sim(name):
+    """Handlers of cli_sim, imported only when that subcommand runs."""
+    def configure(p):
+        from . import cli_sim
+        getattr(cli_sim, "configure_" + name)(p)
+
+    def handler(args):
+        from . import cli_sim
+        return getattr(cli_sim, name)(args)
+    return configure, handler
+
+
 SUBCOMMANDS = [
+    Subcommand("run", "run a script as N simulated ranks, like torchrun", *_sim("run")),
+    Subcommand("explore", "run a script under many seeds of a deterministic schedule and "
+               "summarize the outcomes", *_sim("explore")),
+    Subcommand("replay", "rerun one seed, print the last events before the failure, "
+               "optionally write a Chrome/Perfetto trace", *_sim("replay")),
     Subcommand("lower", "print a kernel's TTIR after the HIVM lowering of its distributed ops "
                "(runs on any machine)", _configure_lower, _lower),
 ]

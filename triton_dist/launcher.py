@@ -17,6 +17,7 @@ import os
 import random
 import signal
 import socket
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -27,6 +28,16 @@ from multiprocess import connection
 from .errors import DeadlockError, RankError, TritonDistError
 
 MAX_WORLD_SIZE = 64
+
+# What launch() uses for an option its caller leaves as None: the pytest plugin
+# (--sim-schedule/--sim-seed) and `triton-dist run` set these.
+DEFAULTS = {"schedule": "free", "seed": None, "memory_model": "ascend", "trace": None,
+            "race_check": False, "events": 40}
+# schedule and seed of the last launch of this process (for replay lines)
+LAST_LAUNCH: dict = {}
+# The last failed launch of this process under a deterministic schedule (for replay lines).
+LAST_FAILURE: dict = {}
+LAUNCHES = [0]
 STALL_SECONDS = float(os.environ.get("TRITON_DIST_STALL_SECONDS", "3"))
 
 
@@ -59,8 +70,12 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
     import dill
     import faulthandler
     result = None
-    # `kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's stack.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    try:
+        # `kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's stack,
+        # to the real stderr (sys.stderr may be a capture without a file descriptor).
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    except (AttributeError, ValueError, OSError, RuntimeError):
+        pass
     try:
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                           LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND="sim")
@@ -110,16 +125,29 @@ def _td(seconds):
     return datetime.timedelta(seconds=max(30.0, float(seconds)))
 
 
-def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, timeout=60.0,
-           memory_model="ascend", barrier_plus_one=True, **kwargs) -> LaunchResult:
-    """Run fn(*args, **kwargs) in `world_size` simulated ranks; return their values in rank order."""
+def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeout=60.0,
+           memory_model=None, barrier_plus_one=True, trace=None, **kwargs) -> LaunchResult:
+    """Run fn(*args, **kwargs) in `world_size` simulated ranks; return their values in rank order.
+
+    schedule: "free" (default), "random" or "pct"; seed: for the deterministic schedules
+    (None: a random one, reported in the result); memory_model: "ascend" (default) or
+    "coherent"; trace: a path to write a Chrome/Perfetto trace of the run to.  An option
+    left as None takes the session default (launcher.DEFAULTS), which the pytest plugin
+    and the command line set.
+    """
     from sim import board as B
     from sim import heap
+    schedule = DEFAULTS["schedule"] if schedule is None else schedule
+    memory_model = DEFAULTS["memory_model"] if memory_model is None else memory_model
+    seed = DEFAULTS["seed"] if seed is None else seed
+    trace = DEFAULTS["trace"] if trace is None else trace
+    LAUNCHES[0] += 1
     if not callable(fn):
         raise TritonDistError(f"launch: fn must be callable, got {type(fn).__name__}")
     _check_args(world_size, backend, schedule, timeout, memory_model)
     if schedule != "free" and seed is None:
         seed = random.SystemRandom().randrange(2 ** 32)
+    LAST_LAUNCH.update(schedule=schedule, seed=seed, memory_model=memory_model)
     start = time.monotonic()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -132,8 +160,13 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
     if schedule != "free":
         from sim.schedulers.deterministic import SharedSchedule
         shared = SharedSchedule(world_size, seed)
+    trace_dir = None
+    if trace:
+        import tempfile
+        trace_dir = tempfile.mkdtemp(prefix="triton_dist-trace-")
     options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
-                   barrier_plus_one=bool(barrier_plus_one), shared=shared)
+                   barrier_plus_one=bool(barrier_plus_one), shared=shared,
+                   trace_dir=trace_dir, trace_t0=time.time())
     ctx = mp.get_context("fork")
     procs, pipes = [], []
     try:
@@ -151,6 +184,7 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
         except (RankError, DeadlockError) as e:
             if shared is not None:
                 _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)
+                LAST_FAILURE.update(schedule=schedule, seed=seed, memory_model=memory_model)
             raise
     finally:
         for p in procs:
@@ -161,6 +195,11 @@ def launch(fn, *args, world_size, backend="sim", schedule="free", seed=None, tim
         for c in pipes:
             c.close()
         listener.close()
+        if trace_dir is not None:
+            import shutil
+            from sim import trace as T
+            T.merge(trace_dir, trace, world_size, shared is not None)
+            shutil.rmtree(trace_dir, ignore_errors=True)
     values = []
     for r, (kind, *rest) in enumerate(outcomes):
         values.append(rest[0])
@@ -176,12 +215,14 @@ def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_on
     e.seed = seed
     e.schedule = schedule
     e.schedule_digest = shared.digest()
-    e.events = shared.last_events()
+    e.events = shared.last_events(DEFAULTS["events"])
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
     extra = "" if memory_model == "ascend" else f", memory_model={memory_model!r}"
     extra += "" if barrier_plus_one else ", barrier_plus_one=False"
     e.replay = (f"triton_dist.launch({name}, ..., world_size={world_size}, schedule={schedule!r}, "
                 f"seed={seed}{extra})")
+    if DEFAULTS.get("replay_cmd"):            # set by the command line: replay it the same way
+        e.replay = DEFAULTS["replay_cmd"].format(seed=seed, schedule=schedule)
     line = f"\nseed {seed} under schedule={schedule!r}; replay exactly with: {e.replay}"
     if isinstance(e, DeadlockError):
         e.message += line

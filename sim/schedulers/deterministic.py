@@ -44,7 +44,7 @@ RNG, DIGEST, SEED, STEPS, EPOCH, SWITCHES = range(6)
 CURRENT, ARRIVED, LEAVING = range(3)
 
 EVENT = np.dtype([("step", "u8"), ("rank", "i4"), ("core", "i4"), ("op", "S28"), ("where", "S64"),
-                  ("heap", "i4"), ("addr", "u8"), ("value", "i8")])
+                  ("heap", "i4"), ("buf", "S40"), ("addr", "u8"), ("value", "i8")])
 
 
 def splitmix64(state: int):
@@ -104,8 +104,12 @@ class SharedSchedule:
             core = int(e["core"])
             who = f"rank {int(e['rank'])} " + ("host" if core < 0 else f"core {core}")
             heap = int(e["heap"])
-            addr = f"heap of rank {heap} + {int(e['addr'])}" if heap >= 0 else \
-                (f"0x{int(e['addr']):x}" if int(e["addr"]) else "-")
+            if heap >= 0:
+                addr = f"heap of rank {heap} + {int(e['addr'])}"
+            elif e["buf"]:
+                addr = f"{e['buf'].decode()} + {int(e['addr'])}"
+            else:
+                addr = f"0x{int(e['addr']):x}" if int(e["addr"]) else "-"
             out.append(f"  step {int(e['step']):>7}  {who:14s} {e['op'].decode():26s} "
                        f"{e['where'].decode():44s} {addr} = {int(e['value'])}")
         return f"last {len(out)} of {self.steps()} steps:\n" + "\n".join(out)
@@ -145,15 +149,20 @@ class DeterministicScheduler:
         from sim import context
         if where is None:
             where = context.kernel_line(3) if context.core() is not None else ""
-        heap = -1
+        heap, buf = -1, b""
         if addr:
+            # offsets into named buffers replay exactly; raw addresses don't
             b = context.runtime().space.find(addr)
-            if b is not None and b.heap_rank is not None:   # heap offsets replay exactly; addresses don't
-                heap, addr = b.heap_rank, addr - b.start
+            if b is not None:
+                if b.heap_rank is not None:
+                    heap = b.heap_rank
+                else:
+                    buf = b.name.encode()[:40]
+                addr = addr - b.start
         step = int(self.sh.u[STEPS])
         rank, core = self.sh.who(slot)
         self.sh.events[step % EVENTS] = (step, rank, core, op.encode()[:28], where.encode()[:64], heap,
-                                         addr, value)
+                                         buf, addr, value)
 
     def _deadlock(self, why):
         report = self.board.report() if self.board is not None else ""

@@ -1,0 +1,190 @@
+"""`triton-dist run / explore / replay`: a script as N simulated ranks, like torchrun.
+
+    triton-dist run -n 4 script.py [args]              run once (any schedule)
+    triton-dist explore -n 4 script.py --seeds 200     many seeds; summary of outcomes
+    triton-dist replay -n 4 script.py --schedule pct --seed 17 [--events 60] [--trace t.json]
+
+Each rank runs the script as __main__ with RANK/WORLD_SIZE set (so a script written for
+torchrun works unchanged); a script that exits with a non-zero status fails its rank.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import runpy
+import sys
+import time
+
+
+class ScriptFailed(Exception):
+    """The script exited with a non-zero status."""
+
+
+def run_script(path: str, argv: list):
+    """Body of one rank: the script as __main__."""
+    sys.argv = [path] + list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise ScriptFailed(f"{os.path.basename(path)} exited with status {e.code}") from None
+
+
+def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True):
+    p.add_argument("-n", "--nproc", type=int, required=True, metavar="N", help="number of ranks")
+    p.add_argument("--schedule", choices=["free", "random", "pct"], default=schedule_default)
+    p.add_argument("--memory-model", choices=["ascend", "coherent"], default="ascend")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a run is declared stuck")
+    p.add_argument("--race-check", action="store_true", help="report unordered conflicting accesses")
+    p.add_argument("script", help="the Python script every rank runs")
+    if remainder:      # run: everything after the script is the script's, as with torchrun
+        p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+    else:              # explore/replay: options may follow the script; its own arguments go after --
+        p.add_argument("args", nargs="*", help="arguments of the script (after --)")
+
+
+def _check(args):
+    from .cli import CliError
+    if not os.path.isfile(args.script):
+        raise CliError(f"no such file: {args.script}")
+    if not 1 <= args.nproc <= 64:
+        raise CliError(f"-n must be between 1 and 64, got {args.nproc}")
+
+
+def _launch(args, seed=None, trace=None, quiet_errors=False):
+    import triton_dist
+    from . import launcher
+    launcher.DEFAULTS["race_check"] = bool(getattr(args, "race_check", False))
+    extra = f" --memory-model {args.memory_model}" if args.memory_model != "ascend" else ""
+    launcher.DEFAULTS["replay_cmd"] = (f"triton-dist replay -n {args.nproc} {args.script} "
+                                       f"--schedule {{schedule}} --seed {{seed}}{extra}")
+    return triton_dist.launch(run_script, args.script, args.args, world_size=args.nproc,
+                              schedule=args.schedule, seed=seed, memory_model=args.memory_model,
+                              timeout=args.timeout, trace=trace)
+
+
+def _failure_text(e) -> str:
+    return str(e)
+
+
+# --- run --------------------------------------------------------------------------------------
+
+def configure_run(p):
+    _common(p)
+    p.add_argument("--seed", type=int, default=None, help="seed of a random/pct schedule")
+    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace of the run")
+
+
+def run(args) -> int:
+    _check(args)
+    import triton_dist
+    try:
+        res = _launch(args, seed=args.seed, trace=args.trace)
+    except (triton_dist.RankError, triton_dist.DeadlockError) as e:
+        print(_failure_text(e), file=sys.stderr)
+        return 1
+    tail = f" (schedule {res.schedule}, seed {res.seed}, digest {res.schedule_digest})" \
+        if res.schedule != "free" else ""
+    print(f"triton-dist: {args.nproc} ranks finished in {res.wall_seconds:.2f} s{tail}", file=sys.stderr)
+    if args.trace:
+        print(f"triton-dist: trace written to {args.trace}", file=sys.stderr)
+    return 0
+
+
+# --- explore ----------------------------------------------------------------------------------
+
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def failure_kind(e) -> str:
+    """What tells one failure from another: its type and first line, numbers blanked."""
+    import triton_dist
+    if isinstance(e, triton_dist.RankError):
+        first = f"{e.exc_type}: {e.message.splitlines()[0] if e.message else ''}"
+    else:
+        first = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    return _NUMBERS.sub("N", first)
+
+
+def configure_explore(p):
+    _common(p, schedule_default="pct", remainder=False)
+    p.add_argument("--seeds", type=int, default=100, help="how many seeds to try")
+    p.add_argument("--first-seed", type=int, default=0)
+
+
+def _progress(i, total, passed, failed, width=30):
+    done = int(width * i / total)
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{total}  passed {passed}  failed {failed}")
+    sys.stderr.flush()
+
+
+def explore(args) -> int:
+    _check(args)
+    from .cli import CliError
+    import triton_dist
+    if args.schedule == "free":
+        raise CliError("explore needs a deterministic schedule: --schedule random or pct")
+    if args.seeds < 1:
+        raise CliError(f"--seeds must be at least 1, got {args.seeds}")
+    kinds = {}          # kind -> [first seed, count, message]
+    passed = 0
+    t0 = time.monotonic()
+    tty = sys.stderr.isatty()
+    for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
+        try:
+            _launch(args, seed=seed)
+            passed += 1
+        except (triton_dist.RankError, triton_dist.DeadlockError) as e:
+            k = failure_kind(e)
+            if k not in kinds:
+                kinds[k] = [seed, 0, str(e).splitlines()[0]]
+            kinds[k][1] += 1
+        if tty or (i + 1) % 10 == 0 or i + 1 == args.seeds:
+            _progress(i + 1, args.seeds, passed, sum(v[1] for v in kinds.values()))
+            if not tty:
+                sys.stderr.write("\n")
+    if tty:
+        sys.stderr.write("\n")
+    print(f"explored {args.seeds} seeds of schedule {args.schedule} on {args.nproc} ranks in "
+          f"{time.monotonic() - t0:.1f} s: {passed} passed, {args.seeds - passed} failed")
+    for kind, (seed, count, first) in sorted(kinds.items(), key=lambda kv: kv[1][0]):
+        print(f"  {count:4d} x {first}")
+        print(f"         first seed {seed}; replay: triton-dist replay -n {args.nproc} {args.script} "
+              f"--schedule {args.schedule} --seed {seed}"
+              + (f" --memory-model {args.memory_model}" if args.memory_model != "ascend" else ""))
+    return 0 if passed == args.seeds else 1
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+def configure_replay(p):
+    _common(p, schedule_default="pct", remainder=False)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--events", type=int, default=40, help="how many of the last events to print")
+    p.add_argument("--trace", metavar="OUT.json", help="write the whole run as a Chrome/Perfetto trace")
+
+
+def replay(args) -> int:
+    _check(args)
+    from .cli import CliError
+    from . import launcher
+    import triton_dist
+    if args.schedule == "free":
+        raise CliError("replay needs a deterministic schedule: --schedule random or pct")
+    launcher.DEFAULTS["events"] = args.events
+    try:
+        res = _launch(args, seed=args.seed, trace=args.trace)
+    except (triton_dist.RankError, triton_dist.DeadlockError) as e:
+        print(str(e))
+        print(f"schedule digest {e.schedule_digest}")
+        print(e.events)
+        if args.trace:
+            print(f"trace written to {args.trace}")
+        return 1
+    print(f"seed {args.seed} of schedule {args.schedule} passed on {args.nproc} ranks "
+          f"({res.steps} steps, digest {res.schedule_digest})")
+    if args.trace:
+        print(f"trace written to {args.trace}")
+    return 0

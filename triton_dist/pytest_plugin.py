@@ -1,0 +1,169 @@
+"""pytest plugin of triton_dist (registered as a pytest11 entry point).
+
+Options:
+  --backend sim,npu      backends for the `backend` fixture (default: every available one);
+                         npu is skipped with the reason where there is no NPU
+  --sim-schedule S       default schedule of triton_dist.launch (free, random, pct)
+  --sim-seed N           default seed (first seed with --sim-seeds)
+  --sim-seeds K          run each test that launches ranks under K seeds
+  --sim-race-check       turn the race detector on for every launch
+Marker: @pytest.mark.backend("npu") runs a test only where that backend is selected and
+available.  A failing test prints one line that replays it exactly.
+
+Under pytest-xdist every worker forks its own ranks; launch() heaps are anonymous shared
+memory (nothing named in /dev/shm), so workers cannot collide and nothing is left behind.
+"""
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+BACKENDS = ("sim", "npu")
+
+
+def _available(name: str):
+    """None if the backend can run here, else the reason it cannot."""
+    if name == "sim":
+        return None
+    from backend_ascend.runtime import missing
+    need = missing()
+    return f"backend 'npu' needs {', '.join(need)}" if need else None
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("triton_dist", "triton_dist simulator and backends")
+    g.addoption("--backend", default=None, metavar="LIST",
+                help="comma list of backends to run the `backend` fixture on (sim, npu); "
+                     "default: every available one")
+    g.addoption("--sim-schedule", default=None, choices=["free", "random", "pct"],
+                help="schedule triton_dist.launch uses when a test passes none")
+    g.addoption("--sim-seed", type=int, default=None, help="seed for random/pct schedules")
+    g.addoption("--sim-seeds", type=int, default=1, metavar="K",
+                help="run each test that launches ranks under K seeds (from --sim-seed, default 0)")
+    g.addoption("--sim-race-check", action="store_true", default=False,
+                help="check every launch for unordered conflicting accesses")
+
+
+def _selected(config):
+    raw = config.getoption("--backend")
+    if raw is None:
+        return [b for b in BACKENDS if _available(b) is None] or ["sim"]
+    names = [b.strip() for b in raw.split(",") if b.strip()]
+    bad = [b for b in names if b not in BACKENDS]
+    if bad:
+        raise pytest.UsageError(f"--backend: unknown backend(s) {', '.join(bad)}; choose from "
+                                f"{', '.join(BACKENDS)}")
+    return names
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "backend(name): the test needs this backend (sim or npu)")
+    _selected(config)                 # a bad --backend is a usage error before collection
+    from triton_dist import launcher
+    config._triton_dist_saved = dict(launcher.DEFAULTS)
+    schedule = config.getoption("--sim-schedule")
+    if config.getoption("--sim-seeds") < 1:
+        raise pytest.UsageError("--sim-seeds must be at least 1")
+    if config.getoption("--sim-seeds") > 1 and schedule in (None, "free"):
+        raise pytest.UsageError("--sim-seeds needs --sim-schedule random or pct")
+    if schedule is not None:
+        launcher.DEFAULTS["schedule"] = schedule
+    if config.getoption("--sim-seed") is not None:
+        launcher.DEFAULTS["seed"] = config.getoption("--sim-seed")
+    if config.getoption("--sim-race-check"):
+        launcher.DEFAULTS["race_check"] = True
+
+
+def pytest_unconfigure(config):
+    saved = getattr(config, "_triton_dist_saved", None)
+    if saved is not None:
+        from triton_dist import launcher
+        launcher.DEFAULTS.clear()
+        launcher.DEFAULTS.update(saved)
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", _selected(metafunc.config), indirect=True)
+
+
+@pytest.fixture
+def backend(request):
+    """The name of the backend this test runs on; skipped where it is not available."""
+    name = request.param
+    why = _available(name)
+    if why:
+        pytest.skip(why)
+    return name
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("backend"):
+        for name in mark.args:
+            if name not in _selected(item.config):
+                pytest.skip(f"backend {name!r} is not selected (--backend)")
+            why = _available(name)
+            if why:
+                pytest.skip(why)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """With --sim-seeds K, call the test once per seed; stop at the first failing seed."""
+    k = pyfuncitem.config.getoption("--sim-seeds")
+    if k <= 1:
+        return None
+    from triton_dist import launcher
+    first = pyfuncitem.config.getoption("--sim-seed") or 0
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    saved = launcher.DEFAULTS["seed"]
+    try:
+        for seed in range(first, first + k):
+            launcher.DEFAULTS["seed"] = seed
+            before = launcher.LAUNCHES[0]
+            pyfuncitem._triton_dist_seed = seed
+            pyfuncitem.obj(**args)
+            if launcher.LAUNCHES[0] == before:
+                break                     # the test launches no ranks: one run says it all
+    finally:
+        launcher.DEFAULTS["seed"] = saved
+    return True
+
+
+def replay_line(item) -> str:
+    """The pytest command that reruns this test exactly as it failed."""
+    from triton_dist import launcher
+    last = launcher.LAST_LAUNCH
+    parts = ["pytest", shlex.quote(item.nodeid)]
+    schedule = last.get("schedule", launcher.DEFAULTS["schedule"])
+    parts += ["--sim-schedule", schedule]
+    seed = getattr(item, "_triton_dist_seed", None)
+    if seed is None:
+        seed = last.get("seed")
+    if seed is not None:
+        parts += ["--sim-seed", str(seed)]
+    if item.config.getoption("--sim-race-check"):
+        parts.append("--sim-race-check")
+    return " ".join(parts)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call" and rep.failed:
+        from triton_dist import launcher
+        if launcher.LAST_LAUNCH:
+            line = replay_line(item)
+            note = "" if launcher.LAST_LAUNCH.get("schedule") != "free" else \
+                "  (the free schedule is not reproducible: add --sim-schedule pct --sim-seeds 50 to search)"
+            rep.sections.append(("triton_dist replay", line + note))
+
+
+@pytest.fixture(autouse=True)
+def _triton_dist_forget_last_launch():
+    """Each test's replay line describes that test's own launches."""
+    from triton_dist import launcher
+    launcher.LAST_LAUNCH.clear()
+    yield
