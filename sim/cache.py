@@ -9,10 +9,12 @@ Block accesses (DMA), atomics and the device library's ADD bypass the cache.
 `coherent`: no caches; every scalar access goes straight to memory.  Use it to tell an
 algorithm bug from a cache bug.
 
-At kernel end every dirty line is written back and the cache is dropped.  Why: a kernel's
-scalar results are visible to the host and to the next kernel after the launch completes
-on the NPU (the data cache is cleaned when an AI-core task ends), and a fresh launch
-starts with cold caches.  Inside a kernel nothing but dcci makes a line move.
+At kernel end every dirty line is written back and the cache is dropped.  Where this
+comes from: Ascend C's DataCacheCleanAndInvalid documentation says a scalar write needs
+dcci to reach GM *immediately* (so it does reach GM later without it), and host code
+reads a kernel's scalar outputs once the task completes; we take the end of an AI-core
+task to clean its cache.  An inference from documentation, not verified on hardware.
+Inside a kernel nothing but dcci makes a line move.
 """
 from __future__ import annotations
 
