@@ -29,7 +29,7 @@ def stats(xs):
 def kernel_timings(repeat):
     """Per-call seconds of the empty kernel and of ITERS 32x32 block load+store rounds."""
     import torch
-    import bench_kernels as K
+    import micro_kernels as K
     src = torch.randn(32 * 32)
     dst = torch.zeros(32 * 32)
     if "triton_dist" in sys.modules:

@@ -18,7 +18,7 @@ import bench_core  # noqa: E402
 def block_loop(iters):
     import torch
     import triton_dist
-    import bench_kernels as K
+    import micro_kernels as K
     src = triton_dist.symm_tensor((1024,), torch.float32)
     dst = triton_dist.symm_tensor((1024,), torch.float32)
     K.block_copy_kernel[(1,)](src, dst, ITERS=2, B=32)
