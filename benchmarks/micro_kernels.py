@@ -23,3 +23,11 @@ def dot_kernel(a, b, c, ITERS: tl.constexpr, B: tl.constexpr):
     for i in range(ITERS):
         acc += tl.dot(tl.load(a + r), tl.load(b + r))
     tl.store(c + r, acc)
+
+
+@triton.jit
+def scalar_flag_kernel(flag, ITERS: tl.constexpr):
+    # ITERS rounds of one scalar store and one scalar load (through the data cache model)
+    for i in range(ITERS):
+        tl.store(flag, i)
+        tl.load(flag)

@@ -153,12 +153,34 @@ def _patched_lang_tensor(orig):
     return patch
 
 
+def _interpret_triton_stdlib() -> None:
+    """triton.language's own @jit helpers (tl.zeros, tl.sum, tl.cdiv, ...) were compiled-mode
+    JITFunctions when triton was imported; make them interpreted, as TRITON_INTERPRET=1 at
+    import would have.  They are looked up through their modules at call time."""
+    import sys
+    from triton.runtime.jit import JITFunction
+    done = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("triton.language") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, JITFunction):
+                if id(value) not in done:
+                    done[id(value)] = _interp.InterpretedFunction(value.fn, **_jit_kwargs(value))
+                setattr(module, attr, done[id(value)])
+
+
+def _jit_kwargs(f):
+    return {k: getattr(f, k) for k in ("noinline",) if getattr(f, k, None) is not None}
+
+
 def install() -> None:
     """Make @triton.jit kernels defined from now on run on the simulator."""
     global _installed
     if _installed:
         return
     triton.knobs.runtime.interpret = True
+    _interpret_triton_stdlib()
     B = _interp.InterpreterBuilder
     B.create_get_program_id = _program_id
     B.create_get_num_programs = _num_programs

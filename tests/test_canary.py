@@ -46,3 +46,22 @@ def test_program_ids_are_per_core():
     # through write-back caches lose updates, as on the NPU (tests/test_device_model.py).
     res = triton_dist.launch(body, world_size=1, memory_model="coherent")
     assert res.values[0] == ([p * 10 + 6 for p in range(6)], [1] * 6)
+
+
+@triton.jit
+def stdlib_kernel(x, out, N: tl.constexpr):
+    # triton's own @jit helpers must be interpreted too
+    v = tl.load(x + tl.arange(0, N)) + tl.zeros((N,), tl.float32)
+    tl.store(out, tl.sum(v, axis=0))
+    tl.store(out + 1, tl.max(v, axis=0))
+    tl.store(out + 2, tl.cdiv(tl.sum(v, axis=0).to(tl.int32), 3).to(tl.float32))
+    tl.store(out + 3, tl.sum(tl.sigmoid(v) * 0, axis=0))
+
+
+def test_triton_stdlib_helpers_are_interpreted():
+    def body():
+        x = torch.arange(8, dtype=torch.float32)
+        out = torch.zeros(4)
+        stdlib_kernel[(1,)](x, out, N=8)
+        return out.tolist()
+    assert triton_dist.launch(body, world_size=1, memory_model="coherent").values[0] == [28.0, 7.0, 10.0, 0.0]
