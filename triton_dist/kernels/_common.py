@@ -33,9 +33,9 @@ On the simulator a call to a @triton.jit helper re-patches triton.language while
 program instances of the launch run, and for a moment `tl.tensor.__index__` is triton's
 own version, which numpy >= 2.4 refuses for shape-(1,) scalars; a concurrent
 `range(tensor)` then fails with "only 0-dimensional arrays can be converted to Python
-scalars" (sim/interp.py `_patched_lang_tensor`).  Likewise triton.language's own jitted
-helpers (tl.zeros, tl.cdiv, tl.sum, ...) were created before the simulator switched the
-interpreter on and cannot be called at all; the kernels use tl.full and integer math.
+scalars" (sim/interp.py `_patched_lang_tensor`).  (triton.language's own jitted helpers,
+tl.zeros, tl.cdiv, ..., could not be called at all before commit 0d9e37f; the kernels
+still use tl.full and integer math, which run everywhere.)
 """
 from __future__ import annotations
 
