@@ -31,6 +31,7 @@ import os
 from triton_dist import symbols as S
 from triton_dist.backend import Backend, is_ascend
 from triton_dist.errors import TritonDistError
+from triton_dist.host_checks import require_agreement, symm_shape_dtype
 
 ENGINE_ENV = "TRITON_DIST_OP_ENGINE"
 HEAP_ENV = "TRITON_DIST_NPU_HEAP_BYTES"
@@ -188,22 +189,12 @@ class NpuBackend(Backend):
         import torch.distributed as dist
         values = [None] * dist.get_world_size()
         dist.all_gather_object(values, mine, group=self._cpu_group)
-        if any(v != values[0] for v in values):
-            detail = "; ".join(f"rank {r}: {v}" for r, v in enumerate(values))
-            raise TritonDistError(f"{what} is collective: every rank must call it in the same order with the "
-                                  f"same arguments, but they differ ({detail})")
+        require_agreement(what, values)
 
     def symm_tensor(self, shape, dtype):
         import torch
         ash = self._shmem()
-        try:
-            shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
-        except (TypeError, ValueError):
-            raise TritonDistError(f"symm_tensor: shape must be a tuple of ints, got {shape!r}") from None
-        if any(s < 0 for s in shape):
-            raise TritonDistError(f"symm_tensor: negative dimension in shape {shape}")
-        if not isinstance(dtype, torch.dtype):
-            raise TritonDistError(f"symm_tensor: dtype must be a torch.dtype, got {dtype!r}")
+        shape, dtype = symm_shape_dtype(shape, dtype)
         self._agree("symm_tensor", ("symm_tensor", self._next_id, shape, str(dtype)))
         t = ash.aclshmem_create_tensor(list(shape), dtype=dtype, device_id=self._local_rank)
         t.zero_()

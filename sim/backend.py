@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 from triton_dist.backend import Backend
 from triton_dist.errors import TritonDistError
+from triton_dist.host_checks import require_agreement, symm_shape_dtype
 
 from . import board as B
 from . import cache, context, heap, interp, primitives, schedulers
@@ -133,22 +134,11 @@ class SimBackend(Backend):
         rt = self._runtime()
         allv = [None] * rt.world_size
         self._collective(what, lambda: dist.all_gather_object(allv, mine))
-        if any(v != allv[0] for v in allv):
-            detail = "; ".join(f"rank {r}: {v}" for r, v in enumerate(allv))
-            raise TritonDistError(
-                f"{what} is collective: every rank must call it in the same order with the same "
-                f"arguments, but they differ ({detail})")
+        require_agreement(what, allv)
 
     def symm_tensor(self, shape, dtype):
         rt = self._runtime()
-        try:
-            shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
-        except (TypeError, ValueError):
-            raise TritonDistError(f"symm_tensor: shape must be a tuple of ints, got {shape!r}") from None
-        if any(s < 0 for s in shape):
-            raise TritonDistError(f"symm_tensor: negative dimension in shape {shape}")
-        if not isinstance(dtype, torch.dtype):
-            raise TritonDistError(f"symm_tensor: dtype must be a torch.dtype, got {dtype!r}")
+        shape, dtype = symm_shape_dtype(shape, dtype)
         hs = rt.heaps
         self._agree("symm_tensor", ("symm_tensor", hs.allocator.next_id, shape, str(dtype)))
         numel = 1

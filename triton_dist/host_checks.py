@@ -1,0 +1,27 @@
+"""Argument checks shared by every backend's host API (one place, one wording)."""
+from __future__ import annotations
+
+from .errors import TritonDistError
+
+
+def symm_shape_dtype(shape, dtype):
+    """symm_tensor's (shape, dtype), checked: a tuple of non-negative ints and a torch.dtype."""
+    import torch
+    try:
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
+    except (TypeError, ValueError):
+        raise TritonDistError(f"symm_tensor: shape must be a tuple of ints, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise TritonDistError(f"symm_tensor: negative dimension in shape {shape}")
+    if not isinstance(dtype, torch.dtype):
+        raise TritonDistError(f"symm_tensor: dtype must be a torch.dtype, got {dtype!r}")
+    return shape, dtype
+
+
+def require_agreement(what: str, values: list) -> None:
+    """values[r] is what rank r passed to a collective; they must all be equal."""
+    if any(v != values[0] for v in values):
+        detail = "; ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+        raise TritonDistError(
+            f"{what} is collective: every rank must call it in the same order with the same "
+            f"arguments, but they differ ({detail})")
