@@ -96,6 +96,21 @@ def scaling_body(op, rows):
     return time.perf_counter() - t
 
 
+def ping_pong_steps():
+    """(steps, switches, seconds) of a 200-round signal ping-pong kernel, timed inside the ranks."""
+    import torch
+    import triton_dist
+    import test_primitives as P
+    ping = triton_dist.symm_tensor((16,), torch.int32)
+    pong = triton_dist.symm_tensor((16,), torch.int32)
+    log = torch.zeros(200, dtype=torch.int32)
+    sh = triton_dist._backend.active().rt.sched.sh
+    triton_dist.barrier()
+    s0, w0, t = sh.steps(), sh.switches(), time.perf_counter()
+    P.ping_pong_kernel[(1,)](ping, pong, log, ROUNDS=200)
+    return sh.steps() - s0, sh.switches() - w0, time.perf_counter() - t
+
+
 class Table:
     def __init__(self):
         print(f"{'figure':58s} {'min':>12s} {'median':>12s} {'ratio':>8s}")
@@ -159,6 +174,10 @@ def main():
             sw.append(n_sw / dt)
         t.row(f"scheduler: steps/s, {sched}, 2 ranks", rates, "/s", "{:10.0f}")
         t.row(f"scheduler: rank switches/s, {sched}, 2 ranks", sw, "/s", "{:10.0f}")
+        kern = [triton_dist.launch(ping_pong_steps, world_size=2, schedule=sched, seed=s).values[0]
+                for s in range(a.repeat)]
+        t.row(f"scheduler: steps/s in a ping-pong kernel, {sched}, 2 ranks",
+              [st / dt for st, _, dt in kern], "/s", "{:10.0f}")
 
     # scaling (on this machine's cores; ranks beyond them share CPUs)
     try:
