@@ -158,6 +158,7 @@ def test_unpicklable_fn_and_return_value():
     (dict(world_size=2, memory_model="magic"), "memory_model"),
     (dict(world_size=2, timeout=-1), "timeout"),
     (dict(world_size=2, backend="gpu"), "backend"),
+    (dict(world_size=2, backend="npu"), "needs an Ascend NPU"),
 ])
 def test_bad_launch_arguments(kwargs, words):
     with pytest.raises(triton_dist.TritonDistError, match=words):
