@@ -30,7 +30,7 @@ import triton_dist.language as dl
 from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
 
-from . import _common as C
+from triton_dist.kernels import _common as C
 
 MIN_PART = 512        # elements: below this a part is not worth its own program and signal
 MAX_PARTS = 8         # program instances per launch of the element-wise collectives

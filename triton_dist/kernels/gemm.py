@@ -33,7 +33,7 @@ import triton_dist.language as dl
 from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
 
-from . import _common as C
+from triton_dist.kernels import _common as C
 
 MAX_CONSUMERS = 8
 MAX_PRODUCERS = 8
