@@ -51,7 +51,7 @@ class SimBackend(Backend):
 
     def init(self, rank=None, world_size=None, *, heaps=None, board=None, schedule="free", seed=None,
              timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None,
-             shared=None, trace_dir=None, trace_t0=None):
+             shared=None, trace_dir=None, trace_t0=None, race=None):
         if self.rt is not None:
             return
         if not dist.is_initialized():
@@ -79,6 +79,9 @@ class SimBackend(Backend):
         if trace_dir is not None:
             from .trace import Tracer
             self.rt.tracer = Tracer(trace_dir, rank, trace_t0, shared)
+        if race is not None:          # (directory for the logs, shared SlotTable) from launch()
+            from .race import RaceRecorder
+            self.rt.race = RaceRecorder(self.rt, *race)
         context.set_runtime(self.rt)
         sched.start()
 
@@ -122,8 +125,13 @@ class SimBackend(Backend):
         if rt.tracer:
             rt.tracer.begin(what)
         try:
+            if rt.race is not None:
+                rt.race.collective_arrive()
             with rt.sched.host_call(what):
-                return fn()
+                out = fn()
+            if rt.race is not None:
+                rt.race.collective_depart()
+            return out
         finally:
             rt.board.set_state(rt.rank, -1, B.RUNNING)
             if rt.tracer:

@@ -132,12 +132,16 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
             return other
         rt.space.check(addr, addr + itemsize, f"scalar load of {np.dtype(np_dtype).name}")
         rt.sched.point("scalar load", addr)
+        if rt.race is not None:
+            rt.race.scalar_load(addr, itemsize)
         out = rt.memory.scalar_load(addr, np_dtype)
         rt.spin_watch(addr, out)
         return np.full(ptrs.shape, out, dtype=np_dtype)
     sel = _masked(ptrs, mask)
     rt.space.check_many(sel, itemsize, f"load of {np.dtype(np_dtype).name}")
     rt.sched.point("load" if not scalar else "scalar load", int(sel[0]) if sel.size else 0)
+    if rt.race is not None:
+        rt.race.block_load(sel, itemsize)
     out = _cpu.load(ptrs, mask, other, np_dtype)
     if scalar and sel.size:
         rt.spin_watch(int(sel[0]), out.ravel()[0])
@@ -155,12 +159,16 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool) -
         addr = int(ptrs.ravel()[0])
         rt.space.check(addr, addr + itemsize, f"scalar store of {value.dtype.name}")
         rt.sched.point("scalar store", addr, _int(value.ravel()[0]))
+        if rt.race is not None:
+            rt.race.scalar_store(addr, itemsize)
         rt.memory.scalar_store(addr, value.ravel()[0])
         rt.spin_reset()
         return
     sel = _masked(ptrs, mask)
     rt.space.check_many(sel, itemsize, f"store of {value.dtype.name}")
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]) if sel.size else 0)
+    if rt.race is not None:
+        rt.race.block_store(sel, itemsize)
     _cpu.store(ptrs, value, mask)
     rt.sched.wrote()
     rt.spin_reset()
@@ -171,6 +179,8 @@ def atomic_rmw(op, ptrs, val, mask, sem):
     sel = _masked(ptrs, mask)
     rt.space.check_many(sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
     rt.sched.point("atomic", int(sel[0]) if sel.size else 0)
+    if rt.race is not None:
+        rt.race.atomic(sel, val.dtype.itemsize, sem != _RELAXED)
     out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
     rt.sched.wrote()
     rt.spin_reset()
@@ -181,6 +191,8 @@ def atomic_cas(ptrs, cmp, val, sem):
     rt = context.runtime()
     rt.space.check_many(ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
     rt.sched.point("atomic_cas", int(ptrs.ravel()[0]))
+    if rt.race is not None:
+        rt.race.atomic(ptrs.ravel(), val.dtype.itemsize, sem != _RELAXED)
     out = _cpu.atomic_cas(ptrs, cmp, val, sem)
     rt.sched.wrote()
     rt.spin_reset()

@@ -82,6 +82,8 @@ def _trace(rt, name, **args):
 
 def _set_remote(rt, addr, value, np_dtype):
     """Signal SET: a plain scalar store, then dcci of that line. Not atomic."""
+    if rt.race is not None:
+        rt.race.signal(addr, np.dtype(np_dtype).itemsize, False, value)
     _store(rt, addr, value, np_dtype)
     _dcci(rt, addr)
 
@@ -89,6 +91,8 @@ def _set_remote(rt, addr, value, np_dtype):
 def _add_remote(rt, addr, value, np_dtype):
     """Signal ADD: atomic add by a UB->GM copy in atomic-add mode; bypasses the cache."""
     rt.sched.point("signal add", addr, value)
+    if rt.race is not None:
+        rt.race.signal(addr, np.dtype(np_dtype).itemsize, True, value)
     memory.atomic_add(addr, value, np_dtype)
     rt.sched.wrote()
 
@@ -189,11 +193,16 @@ def wait(rt, slots: Ptr, n: int, value: int) -> int:
     for i in range(n):
         addr = slots.addr + S.SIGNAL_SLOT_BYTES * i
         rt.wait_until("wait", addr, value, _poll(rt, addr, np_dtype), lambda v: v == value)
+    if rt.race is not None:
+        return rt.race.observed([slots.addr + S.SIGNAL_SLOT_BYTES * i for i in range(n)], [value] * n,
+                                itemsize, token=True)
     return 0
 
 
 @primitive("aclshmem_consume_token")
 def consume_token(rt, value, token):
+    if rt.race is not None:
+        rt.race.consume(value, token)
     return value
 
 
@@ -214,8 +223,11 @@ def signal_wait_until(rt, sig: Ptr, cmp: int, val: int) -> int:
                               f"ACLSHMEM_CMP_EQ..LE (0..5), got {cmp}")
     rt.heap_offset(sig.addr, "signal_wait_until")
     test = _CMP[cmp]
-    return rt.wait_until(f"signal_wait_until(sig {S.CMP_NAMES[cmp]} {val})", sig.addr, val,
-                         _poll(rt, sig.addr, np.int32), lambda v: test(v, val))
+    v = rt.wait_until(f"signal_wait_until(sig {S.CMP_NAMES[cmp]} {val})", sig.addr, val,
+                      _poll(rt, sig.addr, np.int32), lambda v: test(v, val))
+    if rt.race is not None:
+        rt.race.observed([sig.addr], [v], 4)
+    return v
 
 
 # ---- RMA -------------------------------------------------------------------------------------
@@ -242,19 +254,27 @@ def _dma(rt, dst, src, nbytes):
 @primitive("aclshmem_putmem")
 def putmem(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
     _core_or_error("putmem")
-    _dma(rt, *_rma(rt, "putmem", dest, src, nbytes, pe, True), nbytes)
+    d, s = _rma(rt, "putmem", dest, src, nbytes, pe, True)
+    if rt.race is not None:
+        rt.race.rma(d, s, nbytes, put=True, nbi=False)
+    _dma(rt, d, s, nbytes)
 
 
 @primitive("aclshmem_getmem")
 def getmem(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
     _core_or_error("getmem")
-    _dma(rt, *_rma(rt, "getmem", dest, src, nbytes, pe, False), nbytes)
+    d, s = _rma(rt, "getmem", dest, src, nbytes, pe, False)
+    if rt.race is not None:
+        rt.race.rma(d, s, nbytes, put=False, nbi=False)
+    _dma(rt, d, s, nbytes)
 
 
 @primitive("aclshmem_putmem_nbi")
 def putmem_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
     c = _core_or_error("putmem_nbi")
     d, s = _rma(rt, "putmem_nbi", dest, src, nbytes, pe, True)
+    if rt.race is not None:
+        rt.race.rma(d, s, nbytes, put=True, nbi=True)
     c.pending.append(lambda: _dma(rt, d, s, nbytes))
 
 
@@ -262,6 +282,8 @@ def putmem_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
 def getmem_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
     c = _core_or_error("getmem_nbi")
     d, s = _rma(rt, "getmem_nbi", dest, src, nbytes, pe, False)
+    if rt.race is not None:
+        rt.race.rma(d, s, nbytes, put=False, nbi=True)
     c.pending.append(lambda: _dma(rt, d, s, nbytes))
 
 
@@ -272,7 +294,10 @@ def _signal_after(rt, sig: Ptr, signal, sig_op, pe):
 @primitive("aclshmem_putmem_signal")
 def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
     _core_or_error("putmem_signal")
-    _dma(rt, *_rma(rt, "putmem_signal", dest, src, nbytes, pe, True), nbytes)
+    d, s = _rma(rt, "putmem_signal", dest, src, nbytes, pe, True)
+    if rt.race is not None:
+        rt.race.rma(d, s, nbytes, put=True, nbi=False, signal_addr=rt.translate(sig.addr, pe, "putmem_signal"))
+    _dma(rt, d, s, nbytes)
     signal_op(rt, sig, signal, sig_op, pe)    # ordered after the data
 
 
@@ -280,7 +305,9 @@ def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, s
 def putmem_signal_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
     c = _core_or_error("putmem_signal_nbi")
     d, s = _rma(rt, "putmem_signal_nbi", dest, src, nbytes, pe, True)
-    rt.translate(sig.addr, pe, "putmem_signal_nbi")
+    remote_sig = rt.translate(sig.addr, pe, "putmem_signal_nbi")
+    if rt.race is not None:
+        rt.race.rma(d, s, nbytes, put=True, nbi=True, signal_addr=remote_sig)
     c.pending.append(lambda: _dma(rt, d, s, nbytes))
     c.pending.append(_signal_after(rt, sig, signal, sig_op, pe))
 
@@ -296,6 +323,8 @@ def quiet(rt):
     """Pipe barrier (all issued transfers complete) + dcci of the entire cache."""
     c = _core_or_error("quiet")
     complete_pending(c)
+    if rt.race is not None:
+        rt.race.quiet()
     _trace(rt, "quiet (dcci entire cache)")
     rt.memory.dcci_all()
 
@@ -304,6 +333,8 @@ def quiet(rt):
 def fence(rt):
     c = _core_or_error("fence")
     complete_pending(c)
+    if rt.race is not None:
+        rt.race.quiet()
     _trace(rt, "fence (dcci entire cache)")
     rt.memory.dcci_all()
 
@@ -314,6 +345,8 @@ def _barrier(rt, what):
     """The centralized pull barrier of the device library (SEMANTICS §3)."""
     c = _core_or_error(what)
     complete_pending(c)
+    if rt.race is not None:
+        rt.race.quiet()
     heaps = rt.heaps
     my_base = heaps.bases[rt.rank]
     counter = my_base + SYNC_COUNTER_OFFSET
@@ -331,9 +364,11 @@ def _barrier(rt, what):
                 _set_remote(rt, flag, count, np.int32)
             else:
                 plus_one = rt.barrier_plus_one
-                rt.wait_until(f"{what} (flag of rank {pe})", flag, count, _poll(rt, flag, np.int32),
-                              (lambda v: v == count or v == count + 1) if plus_one else (lambda v: v == count),
-                              target=f"barrier flag of rank {pe}")
+                v = rt.wait_until(f"{what} (flag of rank {pe})", flag, count, _poll(rt, flag, np.int32),
+                                  (lambda v: v == count or v == count + 1) if plus_one else (lambda v: v == count),
+                                  target=f"barrier flag of rank {pe}")
+                if rt.race is not None:
+                    rt.race.observed([flag], [v], 4)
     # 4. store(sync_counter, count); barrier of the local cores
     if c.core == 0:
         _set_remote(rt, counter, count, np.int32)

@@ -60,6 +60,7 @@ class SimRuntime:
         self.barrier_plus_one = barrier_plus_one
         self.abort = threading.Event()
         self.tracer = None            # sim.trace.Tracer when the launch writes a trace
+        self.race = None              # sim.race.RaceRecorder when the launch checks for races
         self.space = AddressSpace()
         for r, base in enumerate(heaps.bases):
             self.space.add(Buffer(base, base + heaps.size, f"symmetric heap of rank {r}", r, heaps))
@@ -173,14 +174,20 @@ class SimRuntime:
         self.sched.point("core barrier", 0, c.core)
         with self._core_bar:
             gen = self._core_bar_state[1]
+            if self.race is not None:
+                self.race.core_arrive(c, gen)
             self._core_bar_state[0] += 1
             self.sched.wrote()          # an arrival is a change other cores wait to see
             if self._core_bar_state[0] == c.ncores:
                 self._core_bar_state[0] = 0
                 self._core_bar_state[1] += 1
+                if self.race is not None:
+                    self.race.core_depart(c, gen)
                 return
         self.wait_until("local core barrier", 0, gen + 1, lambda: self._core_bar_state[1],
                         lambda g: g != gen, target=f"the {c.ncores} cores of rank {self.rank}")
+        if self.race is not None:
+            self.race.core_depart(c, gen)
 
     # -- kernel launch ------------------------------------------------------------------------
     def run_grid(self, fn, args, grid, tensors):
@@ -210,15 +217,22 @@ class SimRuntime:
         self.board.set_state(self.rank, -1, B.IN_KERNEL)
 
         tr = self.tracer
+        race = self.race
+        if race is not None:
+            race.kernel_begin()
 
         def body(c):
             context.set_core(c)
             self.board.set_state(self.rank, c.core, B.RUNNING)
+            if race is not None:
+                race.core_begin(c)
             if tr:
                 tr.begin(f"kernel {kernel}", c.core, program=list(c.grid_idx))
             try:
                 fn(**args)
                 primitives.complete_pending(c)
+                if race is not None:
+                    race.core_end(c)
             finally:
                 if c.cache is not None:
                     if tr:
@@ -232,6 +246,8 @@ class SimRuntime:
 
         try:
             errors = self.sched.run_kernel(self, cores, body)
+            if race is not None:
+                race.kernel_end()
         finally:
             for b in added:
                 self.space.remove(b)

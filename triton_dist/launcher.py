@@ -20,12 +20,13 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import multiprocess as mp
 from multiprocess import connection
 
 from .errors import DeadlockError, RankError, TritonDistError
+from sim.race import RaceError  # noqa: F401  (raised by launch(race_check=True))
 
 MAX_WORLD_SIZE = 64
 
@@ -50,6 +51,12 @@ class LaunchResult:
     schedule: str = "free"
     steps: int = 0          # scheduling decisions taken (deterministic schedules)
     switches: int = 0       # of which handed the baton to another task
+    races: list = field(default_factory=list)   # sim.race.Race found by race_check (docs/races.md)
+
+    @property
+    def race_report(self) -> str:
+        from sim.race import report
+        return report(self.races)
 
 
 def _check_args(world_size, backend, schedule, timeout, memory_model):
@@ -99,6 +106,9 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         # only a rank that finished hands the baton on: after a failure the schedule stops
         # where it failed, so the digest and events of a replay match exactly
         be.rt.sched.finish()
+        if options.get("race") is not None:
+            from sim import race
+            race.dump_active()        # this rank's access log, for the launcher's analysis
         try:
             result = dill.dumps(("ok", value))
         except Exception as e:  # noqa: BLE001
@@ -125,14 +135,16 @@ def _td(seconds):
 
 
 def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeout=60.0,
-           memory_model=None, barrier_plus_one=True, trace=None, **kwargs) -> LaunchResult:
+           memory_model=None, barrier_plus_one=True, trace=None, race_check=None, **kwargs) -> LaunchResult:
     """Run fn(*args, **kwargs) in `world_size` simulated ranks; return their values in rank order.
 
     schedule: "free" (default), "random" or "pct"; seed: for the deterministic schedules
     (None: a random one, reported in the result); memory_model: "ascend" (default) or
-    "coherent"; trace: a path to write a Chrome/Perfetto trace of the run to.  An option
-    left as None takes the session default (launcher.DEFAULTS), which the pytest plugin
-    and the command line set.
+    "coherent"; trace: a path to write a Chrome/Perfetto trace of the run to;
+    race_check: True to check for races on symmetric memory and raise sim.race.RaceError
+    (which carries the result) when there are any, "report" to only list them in
+    LaunchResult.races (docs/races.md).  An option left as None takes the session default
+    (launcher.DEFAULTS), which the pytest plugin and the command line set.
     """
     from sim import board as B
     from sim import heap
@@ -140,6 +152,9 @@ def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeo
     memory_model = DEFAULTS["memory_model"] if memory_model is None else memory_model
     seed = DEFAULTS["seed"] if seed is None else seed
     trace = DEFAULTS["trace"] if trace is None else trace
+    race_check = DEFAULTS["race_check"] if race_check is None else race_check
+    if race_check not in (True, False, "report"):
+        raise TritonDistError(f"launch: race_check must be True, False or 'report', got {race_check!r}")
     LAUNCHES[0] += 1
     if not callable(fn):
         raise TritonDistError(f"launch: fn must be callable, got {type(fn).__name__}")
@@ -171,11 +186,18 @@ def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeo
     if trace:
         import tempfile
         trace_dir = tempfile.mkdtemp(prefix="triton_dist-trace-")
+    race_dir = None
+    if race_check:
+        import tempfile
+        from sim.race import SlotTable
+        race_dir = tempfile.mkdtemp(prefix="triton_dist-race-")
     options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
                    barrier_plus_one=bool(barrier_plus_one), shared=shared,
-                   trace_dir=trace_dir, trace_t0=time.time())
+                   trace_dir=trace_dir, trace_t0=time.time(),
+                   race=(race_dir, SlotTable()) if race_dir else None)
     ctx = mp.get_context("fork")
     procs, pipes = [], []
+    outcomes = None
     try:
         for r in range(world_size):
             rd, wr = ctx.Pipe(duplex=False)
@@ -207,14 +229,32 @@ def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeo
             from sim import trace as T
             T.merge(trace_dir, trace, world_size, shared is not None)
             shutil.rmtree(trace_dir, ignore_errors=True)
+        if race_dir is not None and outcomes is None:
+            import shutil
+            shutil.rmtree(race_dir, ignore_errors=True)
     values = []
     for r, (kind, *rest) in enumerate(outcomes):
         values.append(rest[0])
     digest = shared.digest() if shared else ""
-    return LaunchResult(values=values, seed=seed, schedule_digest=digest,
-                        wall_seconds=time.monotonic() - start, schedule=schedule,
-                        steps=shared.steps() if shared else 0,
-                        switches=shared.switches() if shared else 0)
+    result = LaunchResult(values=values, seed=seed, schedule_digest=digest,
+                          wall_seconds=time.monotonic() - start, schedule=schedule,
+                          steps=shared.steps() if shared else 0,
+                          switches=shared.switches() if shared else 0)
+    if race_dir is not None:
+        _check_races(result, race_dir, world_size, race_check)
+    return result
+
+
+def _check_races(result, race_dir, world_size, race_check):
+    """Analyse the ranks' access logs (sim/race.py); raise RaceError if asked to."""
+    import shutil
+    from sim import race
+    try:
+        result.races = race.analyze(race_dir, world_size)
+    finally:
+        shutil.rmtree(race_dir, ignore_errors=True)
+    if result.races and race_check is True:
+        raise race.RaceError(result.races, result)
 
 
 def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared):

@@ -1,0 +1,471 @@
+"""The race detector (sim/race.py, docs/races.md) against a labelled set of cases.
+
+Outside oracle: each case is a small SHMEM program on 2 PEs in the style of RMARaceBench,
+labelled by hand "race" or "no race" from the memory model the detector implements
+(docs/races.md): puts complete at quiet/fence/barrier_all or through putmem_signal; a
+load after dl.wait is ordered only through dl.consume_token; signal ops and atomics
+never race each other.  Racy cases come with their correct twins.
+"""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device as shm
+from triton_dist import launcher
+from triton_dist.launcher import RaceError
+
+N = 16          # float32 elements per buffer
+SET = shm.ACLSHMEM_SIGNAL_SET
+ADD = shm.ACLSHMEM_SIGNAL_ADD
+
+
+# ---- put then signal --------------------------------------------------------------------------
+
+@triton.jit
+def put_signal_consume(data, src, dst, sig, N: tl.constexpr):          # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_signal(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        tok = dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        d = dl.consume_token(data, tok)
+        tl.store(dst + offs, tl.load(d + offs))
+
+
+@triton.jit
+def put_notify_without_quiet(data, src, dst, sig, N: tl.constexpr):    # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem(data, src, N * 4, 1)
+        dl.notify(sig, 1, signal=1, sig_op="set")
+    else:
+        tok = dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        d = dl.consume_token(data, tok)
+        tl.store(dst + offs, tl.load(d + offs))
+
+
+@triton.jit
+def put_quiet_notify(data, src, dst, sig, N: tl.constexpr):            # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem(data, src, N * 4, 1)
+        shm.quiet()
+        dl.notify(sig, 1, signal=1, sig_op="set")
+    else:
+        tok = dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        d = dl.consume_token(data, tok)
+        tl.store(dst + offs, tl.load(d + offs))
+
+
+@triton.jit
+def put_fence_signal_op(data, src, dst, sig, N: tl.constexpr):         # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem(data, src, N * 4, 1)
+        shm.fence()
+        shm.signal_op(sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, 1)
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+@triton.jit
+def put_nbi_notify_without_quiet(data, src, dst, sig, N: tl.constexpr):   # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_nbi(data, src, N * 4, 1)
+        shm.signal_op(sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, 1)
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+@triton.jit
+def put_signal_nbi_quiet(data, src, dst, sig, N: tl.constexpr):       # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_signal_nbi(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+        shm.quiet()
+    else:
+        shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, 1)
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+# ---- polling a signal ---------------------------------------------------------------------------
+
+@triton.jit
+def poll_with_plain_loads(data, src, dst, sig, N: tl.constexpr):      # race (run coherent)
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_signal(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        while tl.load(sig) != 1:
+            pass
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+@triton.jit
+def poll_with_wait_until(data, src, dst, sig, N: tl.constexpr):       # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_signal(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, 1)
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+# ---- consume_token ------------------------------------------------------------------------------
+
+@triton.jit
+def wait_without_consume_token(data, src, dst, sig, N: tl.constexpr):  # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_signal(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+@triton.jit
+def wait_then_quiet_orders_loads(data, src, dst, sig, N: tl.constexpr):  # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_signal(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        shm.fence()               # a library call with write effects: later loads stay after it
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+# ---- two writers ---------------------------------------------------------------------------------
+
+@triton.jit
+def two_puts_one_target(data, src, dst, sig, N: tl.constexpr):        # race
+    shm.putmem(data, src, N * 4, 1)          # both PEs put into rank 1's data
+
+
+@triton.jit
+def two_puts_ordered_by_signal(data, src, dst, sig, N: tl.constexpr):  # no race
+    if dl.rank() == 0:
+        shm.putmem_signal(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, 1)
+        shm.putmem(data, src, N * 4, 1)
+
+
+@triton.jit
+def put_and_local_store(data, src, dst, sig, N: tl.constexpr):        # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem(data, src, N * 4, 1)
+    else:
+        tl.store(data + offs, tl.load(src + offs))
+
+
+@triton.jit
+def put_then_local_store_after_wait(data, src, dst, sig, N: tl.constexpr):  # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_signal(data, src, N * 4, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 1)
+    else:
+        shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, 1)
+        tl.store(data + offs, tl.load(src + offs))
+
+
+# ---- barriers ---------------------------------------------------------------------------------------
+
+@triton.jit
+def get_before_barrier(data, src, dst, sig, N: tl.constexpr):         # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 1:
+        tl.store(data + offs, tl.load(src + offs))
+    else:
+        shm.getmem(dst, data, N * 4, 1)
+    shm.barrier_all()
+
+
+@triton.jit
+def get_after_barrier(data, src, dst, sig, N: tl.constexpr):          # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 1:
+        tl.store(data + offs, tl.load(src + offs))
+    shm.barrier_all()
+    if dl.rank() == 0:
+        shm.getmem(dst, data, N * 4, 1)
+
+
+@triton.jit
+def cores_without_sync(data, src, dst, sig, N: tl.constexpr):         # race (2 cores per rank)
+    offs = tl.arange(0, N)
+    if tl.program_id(0) == 0:
+        tl.store(data + offs, tl.load(src + offs))
+    else:
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+@triton.jit
+def cores_with_barrier(data, src, dst, sig, N: tl.constexpr):         # no race (2 cores per rank)
+    offs = tl.arange(0, N)
+    if tl.program_id(0) == 0:
+        tl.store(data + offs, tl.load(src + offs))
+    shm.barrier_all()
+    if tl.program_id(0) == 1:
+        tl.store(dst + offs, tl.load(data + offs))
+
+
+# ---- signals: set vs plain store, adds -----------------------------------------------------------
+
+@triton.jit
+def plain_reset_races_set(data, src, dst, sig, N: tl.constexpr):      # race
+    if dl.rank() == 0:
+        dl.notify(sig, 1, signal=1, sig_op="set")
+    else:
+        tl.store(sig, 0)
+
+
+@triton.jit
+def reset_after_wait(data, src, dst, sig, N: tl.constexpr):           # no race
+    if dl.rank() == 0:
+        dl.notify(sig, 1, signal=1, sig_op="set")
+    else:
+        dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        tl.store(sig, 0)
+
+
+@triton.jit
+def signal_adds_gather(data, src, dst, sig, N: tl.constexpr):         # no race: ADDs never race
+    offs = tl.arange(0, N // 2)
+    me = dl.rank()
+    shm.putmem_signal(data + me * (N // 2), src, N // 2 * 4, sig, 1, shm.ACLSHMEM_SIGNAL_ADD, 0)
+    if me == 0:
+        shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, 2)
+        tl.store(dst + offs, tl.load(data + offs) + tl.load(data + N // 2 + offs))
+
+
+# ---- non-blocking transfers and the issuing core ---------------------------------------------------
+
+@triton.jit
+def nbi_put_source_reused(data, src, dst, sig, N: tl.constexpr):      # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_nbi(data, src, N * 4, 1)
+        tl.store(src + offs, tl.zeros((N,), tl.float32))
+        shm.quiet()
+
+
+@triton.jit
+def nbi_put_source_reused_after_quiet(data, src, dst, sig, N: tl.constexpr):   # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.putmem_nbi(data, src, N * 4, 1)
+        shm.quiet()
+        tl.store(src + offs, tl.zeros((N,), tl.float32))
+
+
+@triton.jit
+def nbi_get_used_before_quiet(data, src, dst, sig, N: tl.constexpr):  # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.getmem_nbi(dst, src, N * 4, 1)
+        tl.store(data + offs, tl.load(dst + offs))
+        shm.quiet()
+
+
+@triton.jit
+def nbi_get_used_after_quiet(data, src, dst, sig, N: tl.constexpr):   # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        shm.getmem_nbi(dst, src, N * 4, 1)
+        shm.quiet()
+        tl.store(data + offs, tl.load(dst + offs))
+
+
+# ---- atomics ----------------------------------------------------------------------------------------
+
+@triton.jit
+def atomic_adds(data, src, dst, sig, N: tl.constexpr):                # no race
+    tl.atomic_add(dl.symm_at(sig, 0), 1, sem="relaxed")
+
+
+@triton.jit
+def atomic_and_plain_load(data, src, dst, sig, N: tl.constexpr):      # race
+    if dl.rank() == 0:
+        tl.atomic_add(dl.symm_at(sig, 1), 1, sem="relaxed")
+    else:
+        tl.store(dst, tl.load(sig).to(tl.float32))
+
+
+# ---- host ordering between kernels -------------------------------------------------------------------
+
+@triton.jit
+def store_local(data, src, dst, sig, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    if dl.rank() == 1:
+        tl.store(data + offs, tl.load(src + offs))
+
+
+@triton.jit
+def get_from_rank1(data, src, dst, sig, N: tl.constexpr):
+    if dl.rank() == 0:
+        shm.getmem(dst, data, N * 4, 1)
+
+
+def _buffers():
+    data = triton_dist.symm_tensor((N,), torch.float32)
+    src = triton_dist.symm_tensor((N,), torch.float32)
+    dst = triton_dist.symm_tensor((N,), torch.float32)
+    sig = triton_dist.symm_tensor((64,), torch.int32)
+    src.fill_(triton_dist.rank() + 1)
+    triton_dist.barrier()
+    return data, src, dst, sig
+
+
+def _one(kernel, grid):
+    def body():
+        data, src, dst, sig = _buffers()
+        kernel[(grid,)](data, src, dst, sig, N=N)
+    return body
+
+
+def _two_kernels(host_barrier):
+    def body():
+        data, src, dst, sig = _buffers()
+        store_local[(1,)](data, src, dst, sig, N=N)
+        if host_barrier:
+            triton_dist.barrier()
+        get_from_rank1[(1,)](data, src, dst, sig, N=N)
+    return body
+
+
+# name -> (body, labelled racy, launch options)
+CASES = {
+    "put_signal_consume": (_one(put_signal_consume, 1), False, {}),
+    "put_notify_without_quiet": (_one(put_notify_without_quiet, 1), True, {}),
+    "put_quiet_notify": (_one(put_quiet_notify, 1), False, {}),
+    "put_fence_signal_op": (_one(put_fence_signal_op, 1), False, {}),
+    "put_nbi_notify_without_quiet": (_one(put_nbi_notify_without_quiet, 1), True, {}),
+    "put_signal_nbi_quiet": (_one(put_signal_nbi_quiet, 1), False, {}),
+    "poll_with_plain_loads": (_one(poll_with_plain_loads, 1), True, {"memory_model": "coherent"}),
+    "poll_with_wait_until": (_one(poll_with_wait_until, 1), False, {}),
+    "wait_without_consume_token": (_one(wait_without_consume_token, 1), True, {}),
+    "wait_then_fence_orders_loads": (_one(wait_then_quiet_orders_loads, 1), False, {}),
+    "two_puts_one_target": (_one(two_puts_one_target, 1), True, {}),
+    "two_puts_ordered_by_signal": (_one(two_puts_ordered_by_signal, 1), False, {}),
+    "put_and_local_store": (_one(put_and_local_store, 1), True, {}),
+    "put_then_local_store_after_wait": (_one(put_then_local_store_after_wait, 1), False, {}),
+    "get_before_barrier": (_one(get_before_barrier, 1), True, {}),
+    "get_after_barrier": (_one(get_after_barrier, 1), False, {}),
+    "cores_without_sync": (_one(cores_without_sync, 2), True, {}),
+    "cores_with_barrier": (_one(cores_with_barrier, 2), False, {}),
+    "plain_reset_races_set": (_one(plain_reset_races_set, 1), True, {}),
+    "reset_after_wait": (_one(reset_after_wait, 1), False, {}),
+    "signal_adds_gather": (_one(signal_adds_gather, 1), False, {}),
+    "nbi_put_source_reused": (_one(nbi_put_source_reused, 1), True, {}),
+    "nbi_put_source_reused_after_quiet": (_one(nbi_put_source_reused_after_quiet, 1), False, {}),
+    "nbi_get_used_before_quiet": (_one(nbi_get_used_before_quiet, 1), True, {}),
+    "nbi_get_used_after_quiet": (_one(nbi_get_used_after_quiet, 1), False, {}),
+    "atomic_adds": (_one(atomic_adds, 1), False, {}),
+    "atomic_and_plain_load": (_one(atomic_and_plain_load, 1), True, {}),
+    "kernels_without_host_barrier": (_two_kernels(False), True, {}),
+    "kernels_with_host_barrier": (_two_kernels(True), False, {}),
+}
+
+
+def races_of(name, **extra):
+    body, _, opts = CASES[name]
+    res = triton_dist.launch(body, world_size=2, race_check="report", timeout=30, **{**opts, **extra})
+    return res.races
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_labelled_case(name):
+    racy = CASES[name][1]
+    races = races_of(name)
+    assert bool(races) == racy, "\n".join(map(str, races)) or "no race found"
+
+
+def test_labels_are_balanced():
+    racy = sum(1 for _, r, _ in CASES.values() if r)
+    assert racy >= 7 and len(CASES) - racy >= 7
+
+
+# ---- what a report says -----------------------------------------------------------------------------
+
+def test_raises_race_error_with_the_result():
+    with pytest.raises(RaceError) as ei:
+        triton_dist.launch(CASES["put_notify_without_quiet"][0], world_size=2, race_check=True, timeout=30)
+    e = ei.value
+    assert len(e.races) == 1 and e.result is not None and e.result.races == e.races
+    r = e.races[0]
+    assert (r.first.rank, r.first.core, r.first.op) == (0, 0, "putmem writes")
+    assert (r.second.rank, r.second.core, r.second.op) == (1, 0, "loads")
+    assert r.first.where.startswith("test_races.py:") and "put_notify_without_quiet" in r.first.where
+    assert r.target.startswith("symm tensor #0 (float32[16]) of rank 1 + 0")
+    assert "quiet" in r.missing
+    text = str(e)
+    assert "1 race on symmetric memory" in text and "rank 0 core 0 putmem writes symm tensor #0" in text
+
+
+def test_no_race_returns_normally():
+    res = triton_dist.launch(CASES["put_signal_consume"][0], world_size=2, race_check=True, timeout=30)
+    assert res.races == [] and res.race_report == "no races"
+
+
+def test_missing_consume_token_is_named():
+    (r,) = races_of("wait_without_consume_token")
+    assert r.second.op == "loads" and "consume_token" in r.missing
+
+
+def test_plain_polling_names_the_signal_and_the_data():
+    races = races_of("poll_with_plain_loads")
+    ops = {(r.first.op, r.second.op) for r in races}
+    assert ("sets the signal", "loads") in ops                 # the poll itself
+    assert ("putmem_signal writes", "loads") in ops            # the data read after it
+    assert any("dl.wait or signal_wait_until" in r.missing for r in races)
+
+
+def test_core_race_names_both_cores():
+    races = races_of("cores_without_sync")
+    assert {(r.first.core, r.second.core) for r in races} == {(0, 1)}
+    assert len(races) == 1 and races[0].count == 2         # the same pair of lines on both ranks
+    assert "cores 0 and 1 of rank" in races[0].missing
+
+
+def test_off_by_default_and_default_switch():
+    res = triton_dist.launch(CASES["put_notify_without_quiet"][0], world_size=2, timeout=30)
+    assert res.races == []
+    saved = launcher.DEFAULTS["race_check"]
+    launcher.DEFAULTS["race_check"] = True        # what --sim-race-check / --race-check set
+    try:
+        with pytest.raises(RaceError):
+            triton_dist.launch(CASES["put_notify_without_quiet"][0], world_size=2, timeout=30)
+    finally:
+        launcher.DEFAULTS["race_check"] = saved
+
+
+def test_bad_option():
+    with pytest.raises(triton_dist.TritonDistError, match="race_check"):
+        triton_dist.launch(lambda: None, world_size=1, race_check="yes")
+
+
+# ---- any schedule ------------------------------------------------------------------------------------
+
+DETERMINISTIC_SUBSET = ["put_notify_without_quiet", "put_quiet_notify", "wait_without_consume_token",
+                        "put_signal_consume", "cores_without_sync", "cores_with_barrier",
+                        "kernels_without_host_barrier", "kernels_with_host_barrier"]
+
+
+@pytest.mark.parametrize("schedule,seed", [("random", 3), ("pct", 11)])
+def test_labels_hold_under_deterministic_schedules(schedule, seed):
+    for name in DETERMINISTIC_SUBSET:
+        assert bool(races_of(name, schedule=schedule, seed=seed)) == CASES[name][1], name
+
+
+def test_detector_does_not_change_the_schedule():
+    body = CASES["put_signal_consume"][0]
+    off = triton_dist.launch(body, world_size=2, schedule="pct", seed=5, timeout=30)
+    on = triton_dist.launch(body, world_size=2, schedule="pct", seed=5, timeout=30, race_check="report")
+    assert off.schedule_digest == on.schedule_digest and off.steps == on.steps
