@@ -172,7 +172,7 @@ class _Task:
     def __init__(self):
         self.ev = []            # the log, in program order
         self.seen = set()       # accesses logged since the last synchronisation (dedup)
-        self.consumed = []      # [(lo, hi)] symmetric tensors a consume_token'd pointer lies in
+        self.consumed = []      # [(lo, hi)] heap offsets of symmetric tensors a consume_token'd pointer lies in
         self.carry = {}         # signal address -> put number whose data its next release carries
         self.nputs = 0
 
@@ -316,9 +316,15 @@ class RaceRecorder:
         t.ev.append(("a", kind, op, line, runs, time.monotonic_ns(), cons))
 
     def _consumed(self, t: _Task, addr: int) -> int:
-        for lo, hi in t.consumed:
-            if lo <= addr < hi:
-                return lo
+        """The symmetric tensor (heap offset) holding addr, if a consume_token'd pointer of this
+        task lies in it on any rank (symm_at of a consumed pointer keeps the dependency)."""
+        for b, e, _ in self.heaps:
+            if b <= addr < e:
+                off = addr - b
+                for lo, hi in t.consumed:
+                    if lo <= off < hi:
+                        return lo
+                return -1
         return -1
 
     # -- atomics (tl.atomic_*) -----------------------------------------------------------------------
@@ -387,12 +393,16 @@ class RaceRecorder:
         addrs = np.unique(np.asarray(value.handle.data).ravel())
         t = self._task()
         rt = self.rt
+        done = set()
         for a in addrs[:64].tolist():
             b = rt.space.find(int(a))
             if b is None or b.heap_rank is None:
                 continue
             al = rt.heaps.allocator.find(int(a) - b.start)
-            lo, hi = (b.start + al.offset, b.start + al.offset + al.nbytes) if al is not None else (b.start, b.end)
+            lo, hi = (al.offset, al.offset + al.nbytes) if al is not None else (0, b.end - b.start)
+            if lo in done:
+                continue
+            done.add(lo)
             if (lo, hi) not in t.consumed:
                 t.consumed.append((lo, hi))
             self._sync(t, ("c", lo, tok))

@@ -140,6 +140,29 @@ def wait_then_quiet_orders_loads(data, src, dst, sig, N: tl.constexpr):  # no ra
         tl.store(dst + offs, tl.load(data + offs))
 
 
+@triton.jit
+def remote_load_through_consumed_pointer(data, src, dst, sig, N: tl.constexpr):  # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        tl.store(data + offs, tl.load(src + offs))      # rank 0 fills its own data ...
+        dl.notify(sig, 1, signal=1, sig_op="set")       # ... and tells rank 1
+    else:
+        tok = dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        remote = dl.symm_at(dl.consume_token(data, tok), 0)
+        tl.store(dst + offs, tl.load(remote + offs))
+
+
+@triton.jit
+def remote_load_without_consume_token(data, src, dst, sig, N: tl.constexpr):  # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        tl.store(data + offs, tl.load(src + offs))
+        dl.notify(sig, 1, signal=1, sig_op="set")
+    else:
+        dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        tl.store(dst + offs, tl.load(dl.symm_at(data, 0) + offs))
+
+
 # ---- two writers ---------------------------------------------------------------------------------
 
 @triton.jit
@@ -352,6 +375,8 @@ CASES = {
     "poll_with_wait_until": (_one(poll_with_wait_until, 1), False, {}),
     "wait_without_consume_token": (_one(wait_without_consume_token, 1), True, {}),
     "wait_then_fence_orders_loads": (_one(wait_then_quiet_orders_loads, 1), False, {}),
+    "remote_load_through_consumed_pointer": (_one(remote_load_through_consumed_pointer, 1), False, {}),
+    "remote_load_without_consume_token": (_one(remote_load_without_consume_token, 1), True, {}),
     "two_puts_one_target": (_one(two_puts_one_target, 1), True, {}),
     "two_puts_ordered_by_signal": (_one(two_puts_ordered_by_signal, 1), False, {}),
     "put_and_local_store": (_one(put_and_local_store, 1), True, {}),
