@@ -14,6 +14,13 @@ import triton_dist
 from triton_dist import kernels
 from triton_dist.kernels import _common
 
+# launch() forks the ranks from this process.  Once torch has started its OpenMP thread
+# pool here (any large enough CPU op, e.g. a reference matmul), a forked rank that runs a
+# parallel torch op (the simulator zero-fills every new symmetric tensor with one) hangs
+# forever: GNU OpenMP does not survive fork.  With one intra-op thread torch never starts
+# the pool, in this process or in the ranks.
+torch.set_num_threads(1)
+
 WORLD_SIZES = [1, 2, 3, 4]
 OPS = ["all_gather", "reduce_scatter", "all_reduce_one_shot", "all_reduce_ring", "all_to_all", "ag_gemm",
        "gemm_rs"]
@@ -348,6 +355,26 @@ def test_bad_input_gives_clear_errors():
     assert "multiple of the world size" in msgs["rs M"]
     assert "launches must be 1" in msgs["launches"]
     assert "power of two" in msgs["block"] and "block_m" in msgs["block"]
+
+
+def test_workspace_that_does_not_fit_says_what_to_do():
+    def body():
+        x = torch.empty(70 << 18)               # 70 MiB per rank: 2 phases x 2 ranks x 70 MiB > 256 MiB heap
+        try:
+            kernels.all_gather(x)
+        except triton_dist.TritonDistError as e:
+            msg = str(e)
+        y = kernels.all_gather(torch.ones(3))  # the library still works afterwards
+        return msg, y.tolist()
+    for msg, y in triton_dist.launch(body, world_size=2).values:
+        assert "kernels.all_gather" in msg and "free_workspaces()" in msg and "TRITON_DIST_HEAP_SIZE" in msg
+        assert y == [1.0] * 6
+
+
+def test_sizes_beyond_32_bit_offsets_are_refused():
+    with pytest.raises(triton_dist.TritonDistError, match="2 GiB.*split the call"):
+        _common.check_size("all_gather", 2 ** 29, 4)
+    _common.check_size("all_gather", 2 ** 29 - 1, 4)
 
 
 def test_empty_inputs_return_empty_results():

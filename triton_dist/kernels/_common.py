@@ -7,8 +7,8 @@ one *workspace* of symmetric memory and reuses it across calls: a byte buffer fo
 an int32 buffer of signal slots (one slot = 64 bytes = 16 int32, the Ascend cache line, so
 no two signals ever share a line).  Both are split into two *phases*; call number `e` (the
 op's *epoch*, counted identically on every rank since calls are collective) uses phase
-`e % 2`.  A workspace only grows (to the next power of two); `free_workspaces()` gives
-everything back.
+`e % 2`.  A workspace only grows, when a call needs more than any call before;
+`free_workspaces()` gives everything back.
 
 Why two phases and epochs are enough (no reset between calls)
 -------------------------------------------------------------
@@ -46,7 +46,7 @@ from triton_dist import backend as _backend
 from triton_dist.errors import TritonDistError
 
 SLOT = 16                    # int32 elements per signal slot (64 bytes)
-ALIGN = 512                  # byte alignment of each phase's data
+GRANULE = 64 * 1024          # workspace data sizes are multiples of this (keeps phases 512-byte aligned)
 EPOCH_MAX = 2 ** 30          # epochs run 1..EPOCH_MAX, then the workspace re-synchronizes
 INT32_LIMIT = 2 ** 31 - 1
 
@@ -57,19 +57,15 @@ def _round_up(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def _pow2(n: int, least: int) -> int:
-    p = least
-    while p < n:
-        p *= 2
-    return p
-
-
 def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
 def next_pow2(n: int) -> int:
-    return _pow2(n, 1)
+    p = 1
+    while p < n:
+        p *= 2
+    return p
 
 
 # ---- input checks ----------------------------------------------------------------------------
@@ -103,10 +99,11 @@ def check_rows_divisible(op: str, name: str, rows: int, n: int) -> int:
     return rows // n
 
 
-def check_size(op: str, elements: int) -> None:
-    if elements > INT32_LIMIT:
-        raise TritonDistError(f"kernels.{op}: {elements} elements exceed the 2**31 - 1 that 32-bit kernel "
-                              f"offsets can address; split the call into smaller ones")
+def check_size(op: str, elements: int, element_size: int) -> None:
+    if elements * element_size > INT32_LIMIT:
+        raise TritonDistError(f"kernels.{op}: {elements} elements of {element_size} bytes exceed the 2 GiB that "
+                              f"32-bit kernel offsets and transfer sizes can address; split the call into "
+                              f"smaller ones")
 
 
 def check_block(op: str, name: str, v: int) -> int:
@@ -171,11 +168,21 @@ class Workspace:
         self.epoch = 0
 
     def _grow(self, data_bytes: int, sig_slots: int) -> None:
-        data_cap = max(self.data_cap, _pow2(_round_up(data_bytes, ALIGN), 4096))
-        sig_cap = max(self.sig_cap, _pow2(sig_slots, 64))
+        # exactly what is needed (64 KiB granules): a workspace is reallocated only when a
+        # call needs more than any call before
+        data_cap = max(self.data_cap, _round_up(max(data_bytes, 1), GRANULE))
+        sig_cap = max(self.sig_cap, _round_up(max(sig_slots, 1), 64))
         self.free()
-        self.data = triton_dist.symm_tensor((2 * data_cap,), torch.uint8)
-        self.sig = triton_dist.symm_tensor((2 * sig_cap * SLOT,), torch.int32)
+        try:
+            self.data = triton_dist.symm_tensor((2 * data_cap,), torch.uint8)
+            self.sig = triton_dist.symm_tensor((2 * sig_cap * SLOT,), torch.int32)
+        except MemoryError as e:
+            self.free()
+            raise TritonDistError(
+                f"kernels.{self.name}: no room on the symmetric heap for its workspace (2 x {data_cap} bytes "
+                f"of data and 2 x {sig_cap} signal slots): {e}. Call triton_dist.kernels.free_workspaces() "
+                f"to give back the other ops' workspaces, free symmetric tensors you no longer need, or "
+                f"raise TRITON_DIST_HEAP_SIZE") from None
         self.data_cap, self.sig_cap = data_cap, sig_cap
         self.epoch = 0          # fresh slots are zero (symm_tensor zero-fills, then barriers)
 

@@ -199,7 +199,7 @@ def _run_gather(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
     else:
         out_shape = (n * x.shape[0],) + tuple(x.shape[1:])
         E = x.numel()
-    C.check_size(op, n * E)
+    C.check_size(op, n * E, x.element_size())
     out = torch.empty(out_shape, dtype=x.dtype, device=triton_dist.device())
     if E == 0:
         return out
@@ -232,7 +232,7 @@ def _run_reduce(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
     else:
         out_shape = x.shape
         E = x.numel()
-    C.check_size(op, n * E)
+    C.check_size(op, n * E, x.element_size())
     out = torch.empty(out_shape, dtype=x.dtype, device=triton_dist.device())
     if E == 0:
         return out
@@ -257,7 +257,7 @@ def _run_ring(x: torch.Tensor) -> torch.Tensor:
     if E == 0:
         return out
     CH = C._round_up(C.cdiv(E, n), 16)
-    C.check_size("all_reduce", 2 * n * CH)
+    C.check_size("all_reduce", 2 * n * CH, x.element_size())
     G, PART, BLOCK = _parts(CH)
     ph = C.workspace(op).acquire(max(1, 2 * (n - 1) * CH) * x.element_size(), max(1, 2 * (n - 1) * G))
     ws = ph.view(x.dtype, 0, max(1, 2 * (n - 1) * CH))

@@ -190,7 +190,7 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     r, n = C.world()
     m, K = a.shape
     N = b.shape[1]
-    C.check_size(op, max(n * m * K, n * m * N, K * N))
+    C.check_size(op, max(n * m * K, n * m * N, K * N), a.element_size())
     out = torch.empty((n * m, N), dtype=a.dtype, device=triton_dist.device())
     if out.numel() == 0:
         return out
@@ -228,7 +228,7 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     M, K = a.shape
     N = b.shape[1]
     m = C.check_rows_divisible(op, "a", M, n)
-    C.check_size(op, max(M * K, n * m * N, K * N))
+    C.check_size(op, max(M * K, n * m * N, K * N), a.element_size())
     out = torch.empty((m, N), dtype=a.dtype, device=triton_dist.device())
     if out.numel() == 0:
         return out
