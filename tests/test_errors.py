@@ -235,3 +235,21 @@ def test_timeout_ends_a_long_wait():
     with pytest.raises(triton_dist.DeadlockError, match="timed out after 2 s"):
         triton_dist.launch(body, world_size=2, timeout=2)
     assert time.monotonic() - t < 8
+
+
+def test_ranks_do_not_hang_after_the_launcher_used_openmp():
+    # GNU OpenMP does not survive fork; the launcher's ranks must not enter it.
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        a = torch.randn(512, 512)
+        (a @ a).sum()                          # starts this process's OpenMP pool
+
+        def body():
+            x = torch.randn(512, 512)
+            return float((x @ x).sum() * 0)
+        t = time.monotonic()
+        assert triton_dist.launch(body, world_size=2, timeout=20).values == [0.0, 0.0]
+        assert time.monotonic() - t < 15
+    finally:
+        torch.set_num_threads(before)

@@ -75,6 +75,13 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
     """Body of a forked rank: initialize, run fn, send back the outcome, exit."""
     import dill
     import faulthandler
+
+    import torch
+    # GNU OpenMP does not survive fork: if the launching process ever ran a parallel torch
+    # op, a rank that enters an OpenMP region hangs.  One intra-op thread per rank keeps
+    # torch out of OpenMP (and N ranks on few cores gain nothing from more, which is why
+    # torchrun sets OMP_NUM_THREADS=1 too).
+    torch.set_num_threads(1)
     result = None
     try:
         # `kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's stack,
