@@ -14,13 +14,6 @@ import triton_dist
 from triton_dist import kernels
 from triton_dist.kernels import _common
 
-# launch() forks the ranks from this process.  Once torch has started its OpenMP thread
-# pool here (any large enough CPU op, e.g. a reference matmul), a forked rank that runs a
-# parallel torch op (the simulator zero-fills every new symmetric tensor with one) hangs
-# forever: GNU OpenMP does not survive fork.  With one intra-op thread torch never starts
-# the pool, in this process or in the ranks.
-torch.set_num_threads(1)
-
 WORLD_SIZES = [1, 2, 3, 4]
 OPS = ["all_gather", "reduce_scatter", "all_reduce_one_shot", "all_reduce_ring", "all_to_all", "ag_gemm",
        "gemm_rs"]
