@@ -214,6 +214,16 @@ def test_each_op_many_times_in_a_row(n):
     _verify_repeated(n, res.values, OPS, iters)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_repeated_calls_have_no_races(op):
+    """The race detector (happens-before over signals, barriers and launches, whatever the
+    interleaving) finds no unordered conflicting access across 4 back-to-back calls of one
+    op: call e+2 reuses call e's phase only after every reader of it is done."""
+    res = triton_dist.launch(_repeated, [op], 4, False, world_size=3, race_check=True)
+    assert res.races == []
+    _verify_repeated(3, res.values, [op], 4)
+
+
 def test_same_op_back_to_back_with_skewed_ranks():
     """One op 8 times in a row, rank 0 slow: peers run a call ahead into the other phase."""
     def body():
