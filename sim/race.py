@@ -146,22 +146,30 @@ class SlotTable:
             self.heads[i] = head + 1
         return prev
 
-    def observe(self, addr: int, value: int) -> int:
-        """The release a read of `value` at addr observed: the newest ADD or SET of that value."""
+    def observe(self, addr: int, value: int) -> list:
+        """The releases a read of `value` at addr may have observed: the newest ADD (it carries
+        the earlier releases) and every remembered SET of that value; if none, the newest
+        release.  Taking too many only adds edges (it can hide a race, never invent one)."""
         r = self.RING
         value &= MASK64
         with self.lock:
             i = self._index(addr, False)
             if i < 0:
-                return -1
+                return []
             head = int(self.heads[i])
             if not head:
-                return -1
+                return []
+            out = []
+            add_seen = False
             for k in range(1, min(head, r) + 1):
                 j = i * r + (head - k) % r
-                if int(self.ops[j]) == REL_ADD or int(self.vals[j]) == value:
-                    return int(self.ids[j])
-            return int(self.ids[i * r + (head - 1) % r])
+                if int(self.ops[j]) == REL_ADD:
+                    if not add_seen:
+                        out.append(int(self.ids[j]))
+                        add_seen = True
+                elif int(self.vals[j]) == value:
+                    out.append(int(self.ids[j]))
+            return out or [int(self.ids[i * r + (head - 1) % r])]
 
 
 # ---- online: what each rank records ---------------------------------------------------------------
@@ -371,9 +379,7 @@ class RaceRecorder:
         t = self._task()
         rids = []
         for a, v in zip(addrs, values):
-            rid = self.slots.observe(a, _int_value(v))
-            if rid >= 0:
-                rids.append(rid)
+            rids.extend(self.slots.observe(a, _int_value(v)))
         tok = next(self._tokens) & 0x7FFFFFFF if token else None
         self._sync(t, ("q", rids, (), tok))
         line = self._line()
