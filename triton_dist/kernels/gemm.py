@@ -35,8 +35,12 @@ from triton_dist.language.extra import libshmem_device as shm
 
 from triton_dist.kernels import _common as C
 
-MAX_CONSUMERS = 8
-MAX_PRODUCERS = 8
+# program instances per launch (at most 64 per rank under the simulator's deterministic
+# schedules; an NPU has 20-24 AI cores)
+AG_PRODUCERS = 2      # AG+GEMM: pushes are cheap DMA, few programs suffice
+AG_CONSUMERS = 8      # AG+GEMM: GEMM programs
+RS_PRODUCERS = 6      # GEMM+RS: GEMM programs
+RS_CONSUMERS = 2      # GEMM+RS: reduce programs
 
 
 # The kernels below call no @triton.jit helpers (see _common.py, NO_HELPERS): one kernel per
@@ -201,8 +205,8 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     ES = a.element_size()
     ph = C.workspace(op).acquire(n * m * K * ES, n * T)
     ws = ph.view(a.dtype, 0, n * m * K)
-    NC = min(MAX_CONSUMERS, n * T * TN)
-    NP = min(MAX_PRODUCERS // 4, (n - 1) * T)     # pushes are cheap DMA; few programs suffice
+    NC = min(AG_CONSUMERS, n * T * TN)
+    NP = min(AG_PRODUCERS, (n - 1) * T)
     up = C.dot_upcast(a.dtype)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
     meta = dict(BM=BM, BN=BN, BK=BK, ES=ES, UPCAST=up)
@@ -236,8 +240,8 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     TN = C.cdiv(N, BN)
     ph = C.workspace(op).acquire(n * m * N * a.element_size(), n * T * TN)
     ws = ph.view(a.dtype, 0, n * m * N)
-    NP = min(MAX_PRODUCERS - 2, n * T * TN)
-    NC = min(2, T * TN)
+    NP = min(RS_PRODUCERS, n * T * TN)
+    NC = min(RS_CONSUMERS, T * TN)
     up = C.dot_upcast(a.dtype)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
     meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=up)
