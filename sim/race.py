@@ -875,9 +875,11 @@ def _missing(logs, x, y, C, comp) -> str:
                 f"with dl.wait or signal_wait_until")
     if ky in (SYNC_WRITE, SYNC_ADD, SYNC_READ) and kx in (READ, WRITE):
         return (f"{ax.who}'s plain {NOUNS[x[5]]} of the signal is not ordered with {ay.who}'s "
-                f"{NOUNS[y[5]]} on it")
+                f"{NOUNS[y[5]]} on it: observe a signal with dl.wait or signal_wait_until, and reset "
+                f"it only after something orders the reset with every signal op on it")
     if ax.rank == ay.rank and not y[11]:
-        return (f"cores {ax.core} and {ay.core} of rank {ax.rank} do not synchronise between these "
+        return (f"cores {min(ax.core, ay.core)} and {max(ax.core, ay.core)} of rank {ax.rank} do not "
+                f"synchronise between these "
                 f"accesses (no barrier_all or signal from one to the other)")
     return (f"{ay.who} did not wait on a signal set after that {NOUNS[x[5]]} "
             f"(nor meet {ax.who} at a barrier in between)")
