@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import types
 
 import numpy as np
 import triton
@@ -25,6 +26,7 @@ from triton.runtime import interpreter as _interp
 from . import context, memory
 
 _installed = False
+_patch_lang = _interp._patch_lang      # the original, used by the grid executor
 _access = threading.local()   # .scalar: is the current tl.load/tl.store on a scalar pointer
 
 # Entry points the simulator relies on; the canary test asserts all of them exist.
@@ -35,7 +37,8 @@ REQUIRED = (
     (_interp, "TensorHandle"), (_interp, "_get_np_dtype"),
     (_interp.InterpreterBuilder, "create_masked_load"), (_interp.InterpreterBuilder, "create_masked_store"),
     (_interp.InterpreterBuilder, "create_atomic_rmw"), (_interp.InterpreterBuilder, "create_atomic_cas"),
-    (_interp.InterpreterBuilder, "create_get_program_id"), (_interp.InterpreterBuilder, "create_get_num_programs"),
+    (_interp.InterpreterBuilder, "create_get_program_id"), (_interp.InterpreterBuilder, "create_dot"),
+    (_interp, "_LangPatchScope"), (_interp.InterpreterBuilder, "create_get_num_programs"),
     (_semantic_mod.TritonSemantic, "_load_legacy"), (_semantic_mod.TritonSemantic, "_store_legacy"),
 )
 
@@ -86,6 +89,41 @@ def _atomic_cas(self, ptr, cmp, val, sem, scope):
     return TensorHandle(memory.atomic_cas(ptr.data, cmp.data, val.data, sem), cmp.dtype.scalar)
 
 
+def _bf16_to_f32(data):
+    """bfloat16 is kept as its uint16 bit pattern; these are the top half of an fp32."""
+    return (data.astype(np.uint32) << 16).view(np.float32)
+
+
+def _dot(orig):
+    # triton 3.6's interpreter multiplies bf16 operands as their raw uint16 bit patterns
+    # (a 16x16 dot comes out ~1e10 off); widen them to fp32 first, as the hardware does.
+    def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.dtype.scalar == triton.language.bfloat16:
+            a = TensorHandle(_bf16_to_f32(a.data), triton.language.float32)
+        if b.dtype.scalar == triton.language.bfloat16:
+            b = TensorHandle(_bf16_to_f32(b.data), triton.language.float32)
+        return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
+    return dot
+
+
+_launches_running = [0]
+# _patch_lang patches the triton.language modules it finds in a function's globals; a
+# stand-in whose globals hold both lets a launch patch everything once, up front, for the
+# kernel and for every helper it calls (triton's own included, which use tl.core).
+_ALL_LANG = types.FunctionType((lambda: None).__code__, {"tl": triton.language, "core": triton.language.core})
+
+
+def _patch_lang_outside_launches(orig):
+    # A call of a @jit helper inside a kernel re-runs _patch_lang, which briefly puts
+    # triton's own tl.tensor.__index__ back while other cores run (numpy >= 2.4 then fails
+    # `range(tensor)` in them).  During a launch everything is patched already.
+    def patch(fn):
+        if _launches_running[0]:
+            return _interp._LangPatchScope()
+        return orig(fn)
+    return patch
+
+
 def _flag_scalar(orig):
     def wrapper(self, ptr, *args, **kwargs):
         if not isinstance(self.builder, _interp.InterpreterBuilder):
@@ -129,7 +167,8 @@ def _grid_call(self, *args_dev, **kwargs):
             tensors.append((name, t))
     for hook in self.pre_run_hooks:
         hook(*args_dev, **kwargs)
-    patch_scope = _interp._patch_lang(self.fn)
+    patch_scope = _patch_lang(_ALL_LANG)
+    _launches_running[0] += 1
     try:
         args = inspect.getcallargs(self.fn, *args_dev, **kwargs)
         args = {n: a if n in self.constexprs else _interp._implicit_cvt(a) for n, a in args.items()}
@@ -141,6 +180,7 @@ def _grid_call(self, *args_dev, **kwargs):
         _interp.interpreter_builder.set_grid_dim(*grid)
         rt.run_grid(self.fn, args, grid, tensors)
     finally:
+        _launches_running[0] -= 1
         patch_scope.restore()
 
 
@@ -194,4 +234,8 @@ def install() -> None:
     _interp.InterpretedFunction.rewrite = _recording_rewrite(_interp.InterpretedFunction.rewrite)
     _interp.GridExecutor.__call__ = _grid_call
     _interp._patch_lang_tensor = _patched_lang_tensor(_interp._patch_lang_tensor)
+    global _patch_lang
+    _patch_lang = _interp._patch_lang
+    _interp._patch_lang = _patch_lang_outside_launches(_patch_lang)
+    B.create_dot = _dot(B.create_dot)
     _installed = True

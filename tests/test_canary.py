@@ -65,3 +65,42 @@ def test_triton_stdlib_helpers_are_interpreted():
         stdlib_kernel[(1,)](x, out, N=8)
         return out.tolist()
     assert triton_dist.launch(body, world_size=1, memory_model="coherent").values[0] == [28.0, 7.0, 10.0, 0.0]
+
+
+@triton.jit
+def bf16_dot_kernel(a, b, c, N: tl.constexpr):
+    r = tl.arange(0, N)[:, None] * N + tl.arange(0, N)[None, :]
+    tl.store(c + r, tl.dot(tl.load(a + r), tl.load(b + r)))
+
+
+def test_bf16_dot_matches_torch():
+    def body():
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(16, 16, generator=g).to(torch.bfloat16)
+        b = torch.randn(16, 16, generator=g).to(torch.bfloat16)
+        c = torch.zeros(16, 16)
+        bf16_dot_kernel[(1,)](a, b, c, N=16)
+        return torch.allclose(c, a.float() @ b.float(), atol=1e-3, rtol=1e-3)
+    assert triton_dist.launch(body, world_size=1).values == [True]
+
+
+@triton.jit
+def helper_plus_one(x):
+    return x + 1
+
+
+@triton.jit
+def helper_loop_kernel(out, n):
+    acc = 0
+    for i in range(0, n):            # range(tensor) while other cores call a @jit helper
+        acc = helper_plus_one(acc)
+    tl.store(out + tl.program_id(0) + tl.arange(0, 1), tl.full((1,), 0, tl.int32) + acc)
+
+
+def test_jit_helpers_in_concurrent_cores():
+    def body():
+        out = torch.zeros(16, dtype=torch.int32)
+        for _ in range(5):
+            helper_loop_kernel[(16,)](out, 20)
+        return out.tolist()
+    assert triton_dist.launch(body, world_size=1).values == [[20] * 16]

@@ -112,3 +112,9 @@ def test_every_subcommand_has_help():
         p = subprocess.run([sys.executable, "-m", "triton_dist.cli", cmd, "--help"],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0 and "usage: triton-dist " + cmd in p.stdout
+
+
+def test_run_with_race_check_reports_the_planted_race(racy, capfd):
+    assert main(["run", "-n", "2", "--race-check", racy]) == 1
+    err = capfd.readouterr().err
+    assert "racy.py:" in err and "rank" in err

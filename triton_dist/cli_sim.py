@@ -82,7 +82,7 @@ def run(args) -> int:
     import triton_dist
     try:
         res = _launch(args, seed=args.seed, trace=args.trace)
-    except (triton_dist.RankError, triton_dist.DeadlockError) as e:
+    except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
         print(_failure_text(e), file=sys.stderr)
         return 1
     tail = f" (schedule {res.schedule}, seed {res.seed}, digest {res.schedule_digest})" \
@@ -136,7 +136,7 @@ def explore(args) -> int:
         try:
             _launch(args, seed=seed)
             passed += 1
-        except (triton_dist.RankError, triton_dist.DeadlockError) as e:
+        except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
             k = failure_kind(e)
             if k not in kinds:
                 kinds[k] = [seed, 0, str(e).splitlines()[0]]
@@ -176,10 +176,11 @@ def replay(args) -> int:
     launcher.DEFAULTS["events"] = args.events
     try:
         res = _launch(args, seed=args.seed, trace=args.trace)
-    except (triton_dist.RankError, triton_dist.DeadlockError) as e:
+    except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
         print(str(e))
-        print(f"schedule digest {e.schedule_digest}")
-        print(e.events)
+        if hasattr(e, "schedule_digest"):
+            print(f"schedule digest {e.schedule_digest}")
+            print(e.events)
         if args.trace:
             print(f"trace written to {args.trace}")
         return 1
