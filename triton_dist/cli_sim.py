@@ -53,16 +53,25 @@ def _check(args):
         raise CliError(f"-n must be between 1 and 64, got {args.nproc}")
 
 
-def _launch(args, seed=None, trace=None, quiet_errors=False):
+def _launch(args, seed=None, trace=None, events=None):
+    """One launch of the script; session defaults are restored afterwards (the CLI may be
+    called in-process, e.g. from tests)."""
     import triton_dist
     from . import launcher
-    launcher.DEFAULTS["race_check"] = bool(getattr(args, "race_check", False))
     extra = f" --memory-model {args.memory_model}" if args.memory_model != "ascend" else ""
+    saved = dict(launcher.DEFAULTS)
     launcher.DEFAULTS["replay_cmd"] = (f"triton-dist replay -n {args.nproc} {args.script} "
                                        f"--schedule {{schedule}} --seed {{seed}}{extra}")
-    return triton_dist.launch(run_script, args.script, args.args, world_size=args.nproc,
-                              schedule=args.schedule, seed=seed, memory_model=args.memory_model,
-                              timeout=args.timeout, trace=trace)
+    if events is not None:
+        launcher.DEFAULTS["events"] = events
+    try:
+        return triton_dist.launch(run_script, args.script, args.args, world_size=args.nproc,
+                                  schedule=args.schedule, seed=seed, memory_model=args.memory_model,
+                                  timeout=args.timeout, trace=trace,
+                                  race_check=bool(getattr(args, "race_check", False)))
+    finally:
+        launcher.DEFAULTS.clear()
+        launcher.DEFAULTS.update(saved)
 
 
 def _failure_text(e) -> str:
@@ -173,9 +182,8 @@ def replay(args) -> int:
     import triton_dist
     if args.schedule == "free":
         raise CliError("replay needs a deterministic schedule: --schedule random or pct")
-    launcher.DEFAULTS["events"] = args.events
     try:
-        res = _launch(args, seed=args.seed, trace=args.trace)
+        res = _launch(args, seed=args.seed, trace=args.trace, events=args.events)
     except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
         print(str(e))
         if hasattr(e, "schedule_digest"):
