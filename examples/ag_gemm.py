@@ -9,7 +9,6 @@ GEMM consumers start on their own shard (swizzled tile order) and `dl.wait` for 
 remote tile just before they need it.  torch.distributed (gloo on the simulator, hccl on
 an NPU) and torch.matmul are the oracle.
 """
-import os
 import sys
 
 import torch
@@ -43,9 +42,5 @@ def main():
 
 
 if __name__ == "__main__":
-    if "RANK" in os.environ:          # started by torchrun or `triton-dist run`
-        ok = main()
-        triton_dist.finalize()
-    else:
-        ok = all(triton_dist.launch(main, world_size=4).values)
-    sys.exit(0 if ok else 1)
+    # one rank under torchrun / `triton-dist run`, else 4 simulated ranks
+    sys.exit(triton_dist.main_or_launch(main, world_size=4))

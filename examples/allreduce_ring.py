@@ -7,7 +7,6 @@ or under torchrun (any backend):      torchrun --nproc-per-node=4 examples/allre
 
 torch.distributed.all_reduce is the oracle; the one-shot variant runs too for comparison.
 """
-import os
 import sys
 
 import torch
@@ -40,9 +39,5 @@ def main():
 
 
 if __name__ == "__main__":
-    if "RANK" in os.environ:          # started by torchrun or `triton-dist run`
-        ok = main()
-        triton_dist.finalize()
-    else:
-        ok = all(triton_dist.launch(main, world_size=4).values)
-    sys.exit(0 if ok else 1)
+    # one rank under torchrun / `triton-dist run`, else 4 simulated ranks
+    sys.exit(triton_dist.main_or_launch(main, world_size=4))

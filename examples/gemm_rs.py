@@ -8,7 +8,6 @@ The GEMM programs store each finished tile straight into the workspace of the ra
 owns those rows and SET that tile's signal there; the reduce programs of the owner add
 the tiles up as they come.  torch.matmul + torch.distributed.all_reduce are the oracle.
 """
-import os
 import sys
 
 import torch
@@ -44,9 +43,5 @@ def main():
 
 
 if __name__ == "__main__":
-    if "RANK" in os.environ:          # started by torchrun or `triton-dist run`
-        ok = main()
-        triton_dist.finalize()
-    else:
-        ok = all(triton_dist.launch(main, world_size=4).values)
-    sys.exit(0 if ok else 1)
+    # one rank under torchrun / `triton-dist run`, else 4 simulated ranks
+    sys.exit(triton_dist.main_or_launch(main, world_size=4))

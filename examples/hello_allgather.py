@@ -3,7 +3,6 @@
 Run it as 4 simulated ranks:          python examples/hello_allgather.py
 or under torchrun (any backend):      torchrun --nproc-per-node=4 examples/hello_allgather.py
 """
-import os
 import sys
 
 import torch
@@ -48,9 +47,5 @@ def main():
 
 
 if __name__ == "__main__":
-    if "RANK" in os.environ:          # started by torchrun or `triton-dist run`
-        ok = main()
-        triton_dist.finalize()
-    else:
-        ok = all(triton_dist.launch(main, world_size=4).values)
-    sys.exit(0 if ok else 1)
+    # one rank under torchrun / `triton-dist run`, else 4 simulated ranks
+    sys.exit(triton_dist.main_or_launch(main, world_size=4))

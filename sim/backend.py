@@ -54,6 +54,8 @@ class SimBackend(Backend):
              shared=None, trace_dir=None, trace_t0=None, race=None):
         if self.rt is not None:
             return
+        # ranks started by launch() are set up and torn down by the launcher
+        self._managed = heaps is not None
         if not dist.is_initialized():
             if store is not None:
                 dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
@@ -102,7 +104,7 @@ class SimBackend(Backend):
         return maps
 
     def finalize(self):
-        if self.rt is None:
+        if self.rt is None or getattr(self, "_managed", False):
             return
         context.set_runtime(None)
         self.rt = None

@@ -112,10 +112,6 @@ class AddressSpace:
 
 # ---- accesses ------------------------------------------------------------------------
 
-def _space() -> AddressSpace:
-    return context.runtime().space
-
-
 def _masked(ptrs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     if mask is None:
         return ptrs.ravel()

@@ -257,4 +257,9 @@ class SimRuntime:
             c, e = min(real, key=lambda ce: ce[0].core)
             if isinstance(e, (TritonDistError, DeadlockError)):
                 raise e
-            raise type(e)(f"in kernel {kernel}, program {c.grid_idx} of rank {self.rank}: {e}") from e
+            where = f"in kernel {kernel}, program {c.grid_idx} of rank {self.rank}: {e}"
+            try:
+                wrapped = type(e)(where)
+            except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+                wrapped = RuntimeError(f"{type(e).__name__} {where}")
+            raise wrapped from e

@@ -118,3 +118,10 @@ def test_run_with_race_check_reports_the_planted_race(racy, capfd):
     assert main(["run", "-n", "2", "--race-check", racy]) == 1
     err = capfd.readouterr().err
     assert "racy.py:" in err and "rank" in err
+
+
+def test_run_an_example_written_for_torchrun(capfd):
+    import os
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "hello_allgather.py")
+    assert main(["run", "-n", "2", example]) == 0
+    assert "allgather on 2 ranks: OK" in capfd.readouterr().out

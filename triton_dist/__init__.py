@@ -13,7 +13,7 @@ from __future__ import annotations
 from . import backend as _backend
 from .backend import is_ascend, is_cuda, is_hip, is_maca
 from .errors import DeadlockError, RankError, TritonDistError
-from .launcher import LaunchResult, RaceError, launch
+from .launcher import LaunchResult, RaceError, launch, main_or_launch
 
 __version__ = "0.1.0"
 
@@ -61,5 +61,5 @@ if _backend.resolve() == "sim":
     _interp.install()
 
 __all__ = ["init", "finalize", "rank", "world_size", "device", "symm_tensor", "free", "barrier",
-           "launch", "LaunchResult", "RankError", "DeadlockError", "RaceError", "TritonDistError",
+           "launch", "main_or_launch", "LaunchResult", "RankError", "DeadlockError", "RaceError", "TritonDistError",
            "is_ascend", "is_cuda", "is_hip", "is_maca"]

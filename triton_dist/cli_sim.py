@@ -74,10 +74,6 @@ def _launch(args, seed=None, trace=None, events=None):
         launcher.DEFAULTS.update(saved)
 
 
-def _failure_text(e) -> str:
-    return str(e)
-
-
 # --- run --------------------------------------------------------------------------------------
 
 def configure_run(p):
@@ -92,7 +88,7 @@ def run(args) -> int:
     try:
         res = _launch(args, seed=args.seed, trace=args.trace)
     except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
-        print(_failure_text(e), file=sys.stderr)
+        print(str(e), file=sys.stderr)
         return 1
     tail = f" (schedule {res.schedule}, seed {res.seed}, digest {res.schedule_digest})" \
         if res.schedule != "free" else ""
@@ -178,7 +174,6 @@ def configure_replay(p):
 def replay(args) -> int:
     _check(args)
     from .cli import CliError
-    from . import launcher
     import triton_dist
     if args.schedule == "free":
         raise CliError("replay needs a deterministic schedule: --schedule random or pct")

@@ -264,6 +264,18 @@ def _check_races(result, race_dir, world_size, race_check):
         raise race.RaceError(result.races, result)
 
 
+def main_or_launch(main, world_size=4) -> int:
+    """For scripts: run `main` as this process's rank when started by torchrun or
+    `triton-dist run` (RANK is set), else launch `world_size` simulated ranks of it.
+    Returns an exit status: 0 when every rank's `main` returned something true."""
+    if "RANK" in os.environ:
+        ok = main()
+        from . import finalize
+        finalize()
+        return 0 if ok else 1
+    return 0 if all(launch(main, world_size=world_size).values) else 1
+
+
 def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared):
     """Make a failure under a deterministic schedule say how to reproduce it exactly."""
     e.seed = seed

@@ -190,15 +190,9 @@ def _parts(elems: int) -> tuple[int, int, int]:
     return g, part, block
 
 
-def _run_gather(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
-    r, n = C.world()
-    if scatter:
-        rows = C.check_rows_divisible(op, "x", x.shape[0], n)
-        out_shape = x.shape
-        E = x.numel() // n
-    else:
-        out_shape = (n * x.shape[0],) + tuple(x.shape[1:])
-        E = x.numel()
+def _run_push(op: str, kernel, x: torch.Tensor, out_shape, E: int, scatter: bool) -> torch.Tensor:
+    """Launch a push kernel (gather or reduce) over this rank's E elements per peer."""
+    n = C.world()[1]
     C.check_size(op, n * E, x.element_size())
     out = torch.empty(out_shape, dtype=x.dtype, device=triton_dist.device())
     if E == 0:
@@ -206,8 +200,16 @@ def _run_gather(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
     G, PART, BLOCK = _parts(E)
     ph = C.workspace(op).acquire(n * E * x.element_size(), n * G)
     ws = ph.view(x.dtype, 0, n * E)
-    _gather_kernel[(G,)](x, ws, ph.sig, out, E, PART, ph.epoch, SCATTER=scatter, ES=x.element_size(), BLOCK=BLOCK)
+    kernel[(G,)](x, ws, ph.sig, out, E, PART, ph.epoch, SCATTER=scatter, ES=x.element_size(), BLOCK=BLOCK)
     return out
+
+
+def _run_gather(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
+    n = C.world()[1]
+    if scatter:
+        C.check_rows_divisible(op, "x", x.shape[0], n)
+        return _run_push(op, _gather_kernel, x, x.shape, x.numel() // n, scatter)
+    return _run_push(op, _gather_kernel, x, (n * x.shape[0],) + tuple(x.shape[1:]), x.numel(), scatter)
 
 
 def all_gather(x: torch.Tensor) -> torch.Tensor:
@@ -224,23 +226,11 @@ def all_to_all(x: torch.Tensor) -> torch.Tensor:
 
 
 def _run_reduce(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
-    r, n = C.world()
+    n = C.world()[1]
     if scatter:
         rows = C.check_rows_divisible(op, "x", x.shape[0], n)
-        out_shape = (rows,) + tuple(x.shape[1:])
-        E = x.numel() // n
-    else:
-        out_shape = x.shape
-        E = x.numel()
-    C.check_size(op, n * E, x.element_size())
-    out = torch.empty(out_shape, dtype=x.dtype, device=triton_dist.device())
-    if E == 0:
-        return out
-    G, PART, BLOCK = _parts(E)
-    ph = C.workspace(op).acquire(n * E * x.element_size(), n * G)
-    ws = ph.view(x.dtype, 0, n * E)
-    _reduce_kernel[(G,)](x, ws, ph.sig, out, E, PART, ph.epoch, SCATTER=scatter, ES=x.element_size(), BLOCK=BLOCK)
-    return out
+        return _run_push(op, _reduce_kernel, x, (rows,) + tuple(x.shape[1:]), x.numel() // n, scatter)
+    return _run_push(op, _reduce_kernel, x, x.shape, x.numel(), scatter)
 
 
 def reduce_scatter(x: torch.Tensor) -> torch.Tensor:
