@@ -27,15 +27,6 @@ Why two phases and epochs are enough (no reset between calls)
   host barrier (every kernel of every rank has ended), zero the signals, host barrier,
   start again at epoch 1.
 
-NO_HELPERS: the kernels call no @triton.jit helper functions
---------------------------------------------------------------
-On the simulator a call to a @triton.jit helper re-patches triton.language while other
-program instances of the launch run, and for a moment `tl.tensor.__index__` is triton's
-own version, which numpy >= 2.4 refuses for shape-(1,) scalars; a concurrent
-`range(tensor)` then fails with "only 0-dimensional arrays can be converted to Python
-scalars" (sim/interp.py `_patched_lang_tensor`).  (triton.language's own jitted helpers,
-tl.zeros, tl.cdiv, ..., could not be called at all before commit 0d9e37f; the kernels
-still use tl.full and integer math, which run everywhere.)
 """
 from __future__ import annotations
 

@@ -57,7 +57,6 @@ def _gather_kernel(x, ws, sig, out, E, PART, epoch,
         shm.putmem_signal(ws + me * E + start, src, cnt * ES, sig + (g * n + me) * shm.SIGNAL_SLOT_STRIDE_INT32,
                           epoch, shm.ACLSHMEM_SIGNAL_SET, peer)
     # my own part needs no transfer
-    # (no @triton.jit helpers in the kernels of this library: see _common.py, NO_HELPERS)
     offs = tl.arange(0, BLOCK)
     own = x + start
     if SCATTER:

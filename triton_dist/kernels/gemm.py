@@ -43,8 +43,25 @@ RS_PRODUCERS = 6      # GEMM+RS: GEMM programs
 RS_CONSUMERS = 2      # GEMM+RS: reduce programs
 
 
-# The kernels below call no @triton.jit helpers (see _common.py, NO_HELPERS): one kernel per
-# op holds both roles.  Programs [0, NP) produce and the others consume; a producer-only
+@triton.jit
+def _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM: tl.constexpr, BN: tl.constexpr,
+                 BK: tl.constexpr, UPCAST: tl.constexpr):
+    """One BMxBN output tile: sum over K of A[rows, k:k+BK] @ B[k:k+BK, cols], in fp32, masked."""
+    acc = tl.full((BM, BN), 0.0, tl.float32)
+    for k0 in range(0, K, BK):
+        k_left = K - k0
+        at = tl.load(a_ptrs, mask=a_rows & (rk[None, :] < k_left), other=0.0)
+        bt = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & b_cols, other=0.0)
+        if UPCAST:
+            at = at.to(tl.float32)
+            bt = bt.to(tl.float32)
+        acc += tl.dot(at, bt)
+        a_ptrs += BK
+        b_ptrs += BK * N
+    return acc
+
+
+# One kernel per op holds both roles.  Programs [0, NP) produce and the others consume; a producer-only
 # launch passes NP = its grid size, a consumer-only launch NP = 0.
 
 @triton.jit
@@ -86,18 +103,7 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             b_ptrs = b + rk[:, None] * N + rn[None, :]
             a_rows = rm[:, None] < rows
             b_cols = rn[None, :] < N
-            b_step = BK * N
-            acc = tl.full((BM, BN), 0.0, tl.float32)
-            for k0 in range(0, K, BK):
-                k_left = K - k0
-                at = tl.load(a_ptrs, mask=a_rows & (rk[None, :] < k_left), other=0.0)
-                bt = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & b_cols, other=0.0)
-                if UPCAST:
-                    at = at.to(tl.float32)
-                    bt = bt.to(tl.float32)
-                acc += tl.dot(at, bt)
-                a_ptrs += BK
-                b_ptrs += b_step
+            acc = _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM, BN, BK, UPCAST)
             optr = out + (src * m + t * BM + rm[:, None]) * N + rn[None, :]
             tl.store(optr, acc.to(out.dtype.element_ty), mask=(rm[:, None] < rows) & (rn[None, :] < N))
 
@@ -125,18 +131,7 @@ def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             b_ptrs = b + rk[:, None] * N + rn[None, :]
             a_rows = rm[:, None] < rows
             b_cols = rn[None, :] < N
-            b_step = BK * N
-            acc = tl.full((BM, BN), 0.0, tl.float32)
-            for k0 in range(0, K, BK):
-                k_left = K - k0
-                at = tl.load(a_ptrs, mask=a_rows & (rk[None, :] < k_left), other=0.0)
-                bt = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & b_cols, other=0.0)
-                if UPCAST:
-                    at = at.to(tl.float32)
-                    bt = bt.to(tl.float32)
-                acc += tl.dot(at, bt)
-                a_ptrs += BK
-                b_ptrs += b_step
+            acc = _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM, BN, BK, UPCAST)
             remote = dl.symm_at(ws, dst)
             tl.store(remote + (me * m + t * BM + rm[:, None]) * N + rn[None, :], acc.to(ws.dtype.element_ty),
                      mask=(rm[:, None] < rows) & (rn[None, :] < N))
