@@ -251,40 +251,37 @@ def _dma(rt, dst, src, nbytes):
     rt.sched.wrote()
 
 
+def _transfer(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool, nbi: bool):
+    """putmem/getmem and their _nbi forms: a blocking one copies now, a non-blocking one
+    is queued on the core and completes at quiet/fence/barrier/kernel end."""
+    c = _core_or_error(what)
+    d, s = _rma(rt, what, dest, src, nbytes, pe, put)
+    if rt.race is not None:
+        rt.race.rma(d, s, nbytes, put=put, nbi=nbi)
+    if nbi:
+        c.pending.append(lambda: _dma(rt, d, s, nbytes))
+    else:
+        _dma(rt, d, s, nbytes)
+
+
 @primitive("aclshmem_putmem")
 def putmem(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
-    _core_or_error("putmem")
-    d, s = _rma(rt, "putmem", dest, src, nbytes, pe, True)
-    if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=True, nbi=False)
-    _dma(rt, d, s, nbytes)
+    _transfer(rt, "putmem", dest, src, nbytes, pe, put=True, nbi=False)
 
 
 @primitive("aclshmem_getmem")
 def getmem(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
-    _core_or_error("getmem")
-    d, s = _rma(rt, "getmem", dest, src, nbytes, pe, False)
-    if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=False, nbi=False)
-    _dma(rt, d, s, nbytes)
+    _transfer(rt, "getmem", dest, src, nbytes, pe, put=False, nbi=False)
 
 
 @primitive("aclshmem_putmem_nbi")
 def putmem_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
-    c = _core_or_error("putmem_nbi")
-    d, s = _rma(rt, "putmem_nbi", dest, src, nbytes, pe, True)
-    if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=True, nbi=True)
-    c.pending.append(lambda: _dma(rt, d, s, nbytes))
+    _transfer(rt, "putmem_nbi", dest, src, nbytes, pe, put=True, nbi=True)
 
 
 @primitive("aclshmem_getmem_nbi")
 def getmem_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, pe: int):
-    c = _core_or_error("getmem_nbi")
-    d, s = _rma(rt, "getmem_nbi", dest, src, nbytes, pe, False)
-    if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=False, nbi=True)
-    c.pending.append(lambda: _dma(rt, d, s, nbytes))
+    _transfer(rt, "getmem_nbi", dest, src, nbytes, pe, put=False, nbi=True)
 
 
 def _signal_after(rt, sig: Ptr, signal, sig_op, pe):
