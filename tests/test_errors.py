@@ -186,7 +186,7 @@ def test_exception_in_one_rank_while_other_waits():
     t = time.monotonic()
     with pytest.raises(triton_dist.RankError) as ei:
         triton_dist.launch(_one_raises_other_waits, world_size=2)
-    assert time.monotonic() - t < 10
+    assert time.monotonic() - t < 20
     e = ei.value
     assert e.rank == 1 and e.exc_type == "ValueError" and "boom in rank 1" in str(e)
     assert "_one_raises_other_waits" in e.traceback
@@ -204,7 +204,7 @@ def test_sigkilled_rank():
     t = time.monotonic()
     with pytest.raises(triton_dist.RankError) as ei:
         triton_dist.launch(_killed, world_size=3)
-    assert time.monotonic() - t < 10
+    assert time.monotonic() - t < 20
     assert ei.value.rank == 2 and "SIGKILL" in str(ei.value)
     assert set(os.listdir("/dev/shm")) <= before
 
@@ -216,7 +216,7 @@ def test_deadlock_report_names_rank_line_address_and_values():
     t = time.monotonic()
     with pytest.raises(triton_dist.DeadlockError) as ei:
         triton_dist.launch(body, world_size=2, timeout=30)
-    assert time.monotonic() - t < 15
+    assert time.monotonic() - t < 25
     rep = str(ei.value)
     for r in (0, 1):
         assert f"rank {r} core 0: wait at test_errors.py:" in rep
@@ -234,7 +234,7 @@ def test_timeout_ends_a_long_wait():
     t = time.monotonic()
     with pytest.raises(triton_dist.DeadlockError, match="timed out after 2 s"):
         triton_dist.launch(body, world_size=2, timeout=2)
-    assert time.monotonic() - t < 8
+    assert time.monotonic() - t < 20
 
 
 def test_ranks_do_not_hang_after_the_launcher_used_openmp():
@@ -250,6 +250,6 @@ def test_ranks_do_not_hang_after_the_launcher_used_openmp():
             return float((x @ x).sum() * 0)
         t = time.monotonic()
         assert triton_dist.launch(body, world_size=2, timeout=20).values == [0.0, 0.0]
-        assert time.monotonic() - t < 15
+        assert time.monotonic() - t < 30
     finally:
         torch.set_num_threads(before)
