@@ -16,19 +16,11 @@ import ctypes
 import mmap
 import os
 
-# Allocation alignment: 512 bytes is what cube+vector ops want on Ascend (SEMANTICS §1),
-# and it keeps every allocation 64-byte aligned for signal slots.
-ALIGN = 512
-# The start of every heap is reserved for the device library's own state: barrier
-# counters and sync flags, in 64-byte slots (see sim/primitives.py).
-RESERVED_BYTES = 64 * 1024
+from triton_dist.symm_heap import ALIGN, RESERVED_BYTES, Allocation, HeapAllocator  # noqa: F401 (re-exported)
+
 DEFAULT_HEAP_BYTES = int(os.environ.get("TRITON_DIST_HEAP_SIZE", 256 << 20))
 SHM_DIR = "/dev/shm"
 NAME_PREFIX = "tdist-"
-
-
-def _round_up(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
 
 
 def address_of(m: mmap.mmap) -> int:
@@ -75,57 +67,3 @@ def sweep_named(prefix: str) -> None:
     for n in names:
         if n.startswith(prefix):
             unlink_named(n)
-
-
-class Allocation:
-    __slots__ = ("aid", "offset", "nbytes", "label")
-
-    def __init__(self, aid: int, offset: int, nbytes: int, label: str):
-        self.aid, self.offset, self.nbytes, self.label = aid, offset, nbytes, label
-
-
-class HeapAllocator:
-    """First-fit allocator over [RESERVED_BYTES, size) with coalescing frees."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self.free_list = [(RESERVED_BYTES, size - RESERVED_BYTES)]  # (offset, nbytes), sorted
-        self.live: dict[int, Allocation] = {}   # offset -> allocation
-        self.next_id = 0
-
-    def alloc(self, nbytes: int, label: str) -> Allocation:
-        need = _round_up(max(nbytes, 1), ALIGN)
-        for i, (off, n) in enumerate(self.free_list):
-            if n >= need:
-                if n == need:
-                    del self.free_list[i]
-                else:
-                    self.free_list[i] = (off + need, n - need)
-                a = Allocation(self.next_id, off, need, label)
-                self.next_id += 1
-                self.live[off] = a
-                return a
-        in_use = sum(a.nbytes for a in self.live.values())
-        raise MemoryError(
-            f"symmetric heap exhausted: asked for {nbytes} bytes, {in_use} of "
-            f"{self.size - RESERVED_BYTES} in use; free tensors or set TRITON_DIST_HEAP_SIZE")
-
-    def release(self, offset: int) -> Allocation:
-        a = self.live.pop(offset)
-        self.free_list.append((a.offset, a.nbytes))
-        self.free_list.sort()
-        merged = []
-        for off, n in self.free_list:
-            if merged and merged[-1][0] + merged[-1][1] == off:
-                merged[-1] = (merged[-1][0], merged[-1][1] + n)
-            else:
-                merged.append((off, n))
-        self.free_list = merged
-        return a
-
-    def find(self, offset: int) -> Allocation | None:
-        """The live allocation holding heap offset `offset`, if any."""
-        for a in self.live.values():
-            if a.offset <= offset < a.offset + a.nbytes:
-                return a
-        return None

@@ -14,14 +14,13 @@ import numpy as np
 
 from triton_dist import symbols as S
 from triton_dist.errors import TritonDistError
+# the device library's barrier counter and flag at the start of every heap
+from triton_dist.symm_heap import SYNC_COUNTER_OFFSET, SYNC_POOL_OFFSET
 
 from . import context, memory
 
 PRIMITIVES: dict = {}
 
-# Reserved device-library state at the start of every heap (sim/heap.RESERVED_BYTES):
-SYNC_COUNTER_OFFSET = 0      # this PE's barrier counter, alone in its 64-byte line
-SYNC_POOL_OFFSET = 64        # this PE's barrier flag (read by every other PE)
 
 NP_DTYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
              "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 
 from .errors import TritonDistError
 
-BACKENDS = ("sim", "npu", "auto")
+BACKENDS = ("sim", "npu", "cuda", "auto")
 
 
 def is_ascend() -> bool:
@@ -70,7 +70,9 @@ def resolve(name: str | None = None) -> str:
     if name not in BACKENDS:
         raise TritonDistError(f"TRITON_DIST_BACKEND must be one of {', '.join(BACKENDS)}, got {name!r}")
     if name == "auto":
-        return "npu" if is_ascend() else "sim"
+        if is_ascend():
+            return "npu"
+        return "cuda" if is_cuda() else "sim"
     return name
 
 
@@ -85,6 +87,9 @@ def active() -> Backend:
         if which == "sim":
             from sim.backend import SimBackend
             _active = SimBackend()
+        elif which == "cuda":
+            from backend_cuda.runtime import CudaBackend
+            _active = CudaBackend()
         else:
             from backend_ascend.runtime import NpuBackend
             _active = NpuBackend()

@@ -62,8 +62,8 @@ class LaunchResult:
 def _check_args(world_size, backend, schedule, timeout, memory_model):
     if not isinstance(world_size, int) or isinstance(world_size, bool) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise TritonDistError(f"launch: world_size must be an int in 1..{MAX_WORLD_SIZE}, got {world_size!r}")
-    if backend not in ("sim", "npu"):
-        raise TritonDistError(f"launch: backend must be 'sim' or 'npu', got {backend!r}")
+    if backend not in ("sim", "npu", "cuda"):
+        raise TritonDistError(f"launch: backend must be 'sim', 'npu' or 'cuda', got {backend!r}")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise TritonDistError(f"launch: timeout must be a positive number of seconds, got {timeout!r}")
     from sim import cache, schedulers
@@ -92,19 +92,8 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
     try:
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                           LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND="sim")
-        from torch.distributed import TCPStore
-
         from . import backend
-        # Rank 0 serves the rendezvous store on the socket the launcher bound before forking:
-        # the launcher itself never runs a store, so it has no c10d threads that a fork could
-        # catch holding a lock (that hung TCPStore clients in forked children).
-        port = listener.getsockname()[1]
-        if rank == 0:
-            store = TCPStore("127.0.0.1", port, world_size, is_master=True, wait_for_workers=False,
-                             master_listen_fd=listener.fileno(), timeout=_td(options["timeout"]))
-        else:
-            listener.close()
-            store = TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=_td(options["timeout"]))
+        store = rank_store(rank, world_size, listener, options["timeout"])
         be = backend.active()
         be.init(rank, world_size, heaps=heaps, board=board, store=store, **options)
         from sim import board as B
@@ -134,6 +123,19 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         conn.close()
     finally:
         os._exit(0)
+
+
+def rank_store(rank, world_size, listener, timeout):
+    """The rendezvous store of a forked rank.  Rank 0 serves it on the socket the launcher
+    bound before forking: the launcher itself never runs a store, so it has no c10d threads
+    that a fork could catch holding a lock (that hung TCPStore clients in forked children)."""
+    from torch.distributed import TCPStore
+    port = listener.getsockname()[1]
+    if rank == 0:
+        return TCPStore("127.0.0.1", port, world_size, is_master=True, wait_for_workers=False,
+                        master_listen_fd=listener.fileno(), timeout=_td(timeout))
+    listener.close()
+    return TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=_td(timeout))
 
 
 def _td(seconds):
@@ -172,6 +174,14 @@ def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeo
         from backend_ascend.runtime import launch as npu_launch
         start = time.monotonic()
         values = npu_launch(fn, *args, world_size=world_size, timeout=timeout, **kwargs)
+        return LaunchResult(values=values, wall_seconds=time.monotonic() - start)
+    if backend == "cuda":
+        # real GPUs: one forked rank per GPU (backend_cuda/launch.py); the simulator's options
+        # (schedules, memory models, traces, race checks) do not apply there
+        _check_args(world_size, backend, "free", timeout, "ascend")
+        from backend_cuda.launch import launch as cuda_launch
+        start = time.monotonic()
+        values = cuda_launch(fn, *args, world_size=world_size, timeout=timeout, **kwargs)
         return LaunchResult(values=values, wall_seconds=time.monotonic() - start)
     _check_args(world_size, backend, schedule, timeout, memory_model)
     if schedule != "free" and seed is None:
@@ -216,7 +226,7 @@ def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeo
             procs.append(p)
             pipes.append(rd)
         try:
-            outcomes = _collect(procs, pipes, board, timeout, start)
+            outcomes = collect(procs, pipes, board, timeout, start)
         except (RankError, DeadlockError) as e:
             if shared is not None:
                 _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)
@@ -298,7 +308,9 @@ def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_on
         e.args = (str(e),)
 
 
-def _collect(procs, pipes, board, timeout, start):
+def collect(procs, pipes, board, timeout, start):
+    """The ranks' outcomes in rank order; raises the first RankError/DeadlockError.  board:
+    the simulator's status board (its watchdog and report), or None for real devices."""
     import dill
     n = len(procs)
     outcomes = [None] * n
@@ -340,9 +352,13 @@ def _collect(procs, pipes, board, timeout, start):
                 raise DeadlockError(o[1], o[2])
         if time.monotonic() - start > timeout:
             _dump_stacks(procs, outcomes)
+            if board is None:
+                late = ", ".join(str(r) for r, o in enumerate(outcomes) if o is None)
+                raise DeadlockError(f"launch timed out after {timeout:g} s",
+                                    f"ranks still running: {late} (their Python stacks are on stderr)")
             raise DeadlockError(f"launch timed out after {timeout:g} s", board.report())
-        # Watchdog: every unfinished rank blocked and nothing moving.
-        if _all_blocked(board, outcomes):
+        # Watchdog: every unfinished rank blocked and nothing moving (simulated ranks only).
+        if board is not None and _all_blocked(board, outcomes):
             snap = board.snapshot()
             if last is not None and (snap == last).all():
                 stall_start = stall_start or time.monotonic()

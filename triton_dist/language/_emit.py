@@ -30,7 +30,8 @@ An op without a result (`triton_dist.void`) still has one i32 result, because
 (CSE, DCE, LICM) treat the carrier exactly as they would the real op.
 
 backend_ascend (ConvertTritonDistributedToHIVM) turns every carrier into a
-`hivm.hir.custom`.  The simulator never reaches this module: when interpreting, the dl
+`hivm.hir.custom`.  A kernel compiled for CUDA gets no carriers: it calls the same symbols
+in the CUDA device library (backend_cuda/emit.py).  The simulator never reaches this module: when interpreting, the dl
 ops run their primitive before getting here.
 """
 from __future__ import annotations
@@ -90,8 +91,26 @@ def _pure(op):
     return S.DL_OPS[op].effects == S.NONE
 
 
+CUDA_LIBNAME = "triton_dist_cuda"      # backend_cuda.devlib.LIBNAME
+
+
+def _compiling_for_cuda(_semantic) -> bool:
+    """The kernel links the CUDA device library (backend_cuda/loader.py adds it to the options
+    of every CUDA compile once backend 'cuda' is initialized).  The Ascend frontend also
+    compiles with a CUDA target, but without that library."""
+    options = getattr(_semantic.builder, "options", None)
+    libs = getattr(options, "extern_libs", None) or ()
+    return getattr(options, "backend_name", None) == "cuda" and any(name == CUDA_LIBNAME for name, _ in libs)
+
+
 def emit(op, operands, _semantic, **attrs):
-    """Emit dl.<op> into the kernel being compiled (see the module docstring)."""
+    """Emit dl.<op> into the kernel being compiled (see the module docstring).
+
+    A kernel compiled for CUDA calls the aclshmem symbols directly (backend_cuda/emit.py).
+    """
+    if _compiling_for_cuda(_semantic):
+        from backend_cuda.emit import emit as emit_cuda
+        return emit_cuda(op, operands, _semantic, **attrs)
     if op in ("rank", "num_ranks"):
         axis = attrs.get("axis", -1)
         return _carrier(_semantic, op, ATTR_PREFIX + op, [], tl.int32, _pure(op), {"axis": int(axis)})

@@ -8,9 +8,11 @@ import sys
 import types
 
 # backend name -> platform module; the simulator models the Ascend NPU, so it uses the
-# Ascend library too.
+# Ascend library too, and so does CUDA: Ascend's rules are the contract kernels are written
+# to, and the CUDA device library defines the same aclshmem symbols.
 _PLATFORM_MODULES = {"sim": "triton_dist.language.extra.ascend.libshmem_device",
-                     "npu": "triton_dist.language.extra.ascend.libshmem_device"}
+                     "npu": "triton_dist.language.extra.ascend.libshmem_device",
+                     "cuda": "triton_dist.language.extra.ascend.libshmem_device"}
 
 
 class ModuleProxy(types.ModuleType):

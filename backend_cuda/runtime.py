@@ -1,0 +1,288 @@
+"""Host side of backend="cuda": one symmetric heap per rank in torch symmetric memory.
+
+Why torch symmetric memory (not NVSHMEM through nvshmem4py): it ships with torch, needs no
+extra wheel or bootstrap, and gives exactly what the device library needs, the address of
+every peer's buffer mapped into this process (`handle.get_buffer(peer, ...)`); a Triton
+kernel storing through such an address over NVLink is a plain store.  The heap is one
+buffer of TRITON_DIST_HEAP_SIZE bytes (default 1 GiB) rendezvoused once at init; symmetric
+tensors are carved from it by the shared deterministic allocator (triton_dist/symm_heap.py),
+so an allocation has the same offset on every rank, as on Ascend.
+
+Process groups: gloo (the default group) for host barriers, agreement checks and the
+symmetric-memory rendezvous (which only needs the group's store).  One rank per GPU: rank r
+uses GPU LOCAL_RANK.  Nothing here touches CUDA before init(): importing triton_dist on a
+machine without a GPU (or in a launcher that forks ranks) never initializes it.
+
+Environment: TRITON_DIST_HEAP_SIZE (bytes), TRITON_DIST_WAIT_TIMEOUT (seconds a device-side
+wait may see no progress before it gives up and reports; default 10).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+import numpy as np
+
+from triton_dist.backend import Backend
+from triton_dist.errors import DeadlockError, TritonDistError
+from triton_dist.host_checks import require_agreement, symm_shape_dtype
+from triton_dist.symm_heap import RESERVED_BYTES, HeapAllocator
+
+from . import devlib
+
+HEAP_ENV = "TRITON_DIST_HEAP_SIZE"
+TIMEOUT_ENV = "TRITON_DIST_WAIT_TIMEOUT"
+DEFAULT_HEAP_BYTES = 1 << 30
+DEFAULT_WAIT_TIMEOUT = 10.0
+# NVLink multicast (NVLS) can take a shared host's GPUs out of service; nothing here uses it.
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def device_count() -> int:
+    """GPUs this machine has, without initializing CUDA in this process (NVML through torch)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    import torch
+    return torch.cuda.device_count()
+
+
+def missing() -> list:
+    """What this machine lacks for backend 'cuda' (empty when it has everything)."""
+    need = []
+    if shutil.which("nvidia-smi") is None:
+        return ["an NVIDIA GPU (nvidia-smi is not on PATH)"]
+    import torch
+    if not torch.version.cuda:
+        need.append(f"a CUDA build of torch (this one is {torch.__version__})")
+    if importlib.util.find_spec("llvmlite") is None:
+        need.append("llvmlite (pip install llvmlite), to assemble the device library")
+    return need
+
+
+def _positive(env: str, default, kind=float):
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
+    try:
+        v = kind(text, 0) if kind is int else kind(text)
+    except ValueError:
+        v = -1
+    if v <= 0:
+        raise TritonDistError(f"{env} must be a positive number, got {text!r}")
+    return v
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def __init__(self):
+        self._heap = None
+        self._report = None
+        self._owns_group = False
+        self._tensors = {}              # heap offset -> Allocation
+        self._alloc = None
+        self._bases = []
+        self._local_rank = 0
+
+    # -- device side ------------------------------------------------------------------------------
+    def device_call(self, family, *args):
+        raise TritonDistError(
+            f"an interpreted kernel called the aclshmem primitive {family!r} on backend 'cuda': CUDA kernels "
+            f"are compiled and call the device library themselves; unset TRITON_INTERPRET, or run on the "
+            f"simulator (TRITON_DIST_BACKEND=sim)")
+
+    # -- host side -----------------------------------------------------------------------------------
+    def init(self, rank=None, world_size=None, *, store=None, timeout=None, heap_bytes=None, **options):
+        if self._heap is not None:
+            return
+        for k, v in SAFE_ENV.items():
+            os.environ.setdefault(k, v)
+        need = missing()
+        if need:
+            raise TritonDistError(f"backend 'cuda' needs {', '.join(need)}; on this machine use the simulator "
+                                  f"(TRITON_DIST_BACKEND=sim)")
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            td = datetime.timedelta(seconds=max(60.0, float(timeout or 0)))
+            if store is not None:
+                dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=td)
+            elif "RANK" in os.environ:
+                dist.init_process_group("gloo", timeout=td)
+            else:
+                raise TritonDistError(
+                    "triton_dist.init(): no process group and no RANK/WORLD_SIZE in the environment; start the "
+                    "script with torchrun --nproc-per-node=N (one process per GPU) or with triton_dist.launch")
+            self._owns_group = True
+        r, n = dist.get_rank(), dist.get_world_size()
+        if n > devlib.MAX_PES:
+            raise TritonDistError(f"backend 'cuda' supports at most {devlib.MAX_PES} ranks, got {n}")
+        self._local_rank = int(os.environ.get("LOCAL_RANK", r))
+        ndev = torch.cuda.device_count()
+        if self._local_rank >= ndev:
+            raise TritonDistError(f"rank {r} would use GPU {self._local_rank}, but this machine has {ndev}: backend "
+                                  f"'cuda' runs one rank per GPU, so use at most {ndev} ranks per machine")
+        torch.cuda.set_device(self._local_rank)
+        dev = torch.device("cuda", self._local_rank)
+        nbytes = int(heap_bytes or _positive(HEAP_ENV, DEFAULT_HEAP_BYTES, int))
+        wait_timeout = _positive(TIMEOUT_ENV, DEFAULT_WAIT_TIMEOUT)
+        if timeout:
+            # a device wait must give up (and report) well before the launcher kills the rank
+            wait_timeout = min(wait_timeout, max(1.0, float(timeout) / 3))
+        self._agree("init", ("init", nbytes))
+        from torch.distributed import _symmetric_memory as symm_mem
+        group = dist.group.WORLD
+        if hasattr(symm_mem, "enable_symm_mem_for_group"):
+            try:
+                symm_mem.enable_symm_mem_for_group(group.group_name)
+            except Exception:  # noqa: BLE001 - newer torch does this itself
+                pass
+        heap = symm_mem.empty(nbytes, dtype=torch.uint8, device=dev)
+        handle = symm_mem.rendezvous(heap, group.group_name)
+        self._bases = [heap.data_ptr() if p == r else handle.get_buffer(p, (nbytes,), torch.uint8, 0).data_ptr()
+                       for p in range(n)]
+        heap[:RESERVED_BYTES].zero_()
+        self._report = torch.zeros(devlib.REPORT_SLOTS, dtype=torch.int64, device=dev)
+        state = np.zeros(devlib.STATE_SLOTS, dtype=np.int64)
+        state[devlib.STATE_RANK], state[devlib.STATE_N_PES], state[devlib.STATE_HEAP_SIZE] = r, n, nbytes
+        state[devlib.STATE_REPORT] = self._report.data_ptr()
+        state[devlib.STATE_TIMEOUT_NS] = int(wait_timeout * 1e9)
+        state[devlib.STATE_BASES:devlib.STATE_BASES + n] = self._bases
+        from . import loader
+        loader.install(state)
+        self._heap, self._handle = heap, handle
+        self._alloc = HeapAllocator(nbytes)
+        self._tensors = {}
+        torch.cuda.synchronize()
+        dist.barrier()
+
+    def _need(self):
+        if self._heap is None:
+            raise TritonDistError("backend 'cuda' is not initialized: call triton_dist.init() first (ranks started "
+                                  "by triton_dist.launch are initialized already)")
+
+    def check(self):
+        """Raise DeadlockError if a device-side wait of this rank gave up (synchronizes the GPU)."""
+        if self._report is None:
+            return
+        values = self._report.tolist()
+        if not values[0]:
+            return
+        from . import loader
+        rec = devlib.decode_report(values, loader.module_names())
+        raise DeadlockError(f"rank {self.rank()}: a device-side wait saw no progress for "
+                            f"{self._timeout_s():g} s and gave up", format_report(self.rank(), rec, self._bases,
+                                                                                 self._alloc.size, self._tensors))
+
+    def _timeout_s(self):
+        from . import loader
+        return float(loader._state[devlib.STATE_TIMEOUT_NS]) / 1e9 if loader._state is not None else 0.0
+
+    def finalize(self):
+        if self._heap is None:
+            return
+        import torch
+        import torch.distributed as dist
+        try:
+            torch.cuda.synchronize()
+            self.check()
+        finally:
+            self._heap = self._handle = None
+            self._tensors.clear()
+            if self._owns_group and dist.is_initialized():
+                dist.destroy_process_group()
+            self._owns_group = False
+
+    def rank(self):
+        import torch.distributed as dist
+        self._need()
+        return dist.get_rank()
+
+    def world_size(self):
+        import torch.distributed as dist
+        self._need()
+        return dist.get_world_size()
+
+    def device(self):
+        import torch
+        return torch.device("cuda", self._local_rank)
+
+    def _agree(self, what, mine):
+        import torch.distributed as dist
+        values = [None] * dist.get_world_size()
+        dist.all_gather_object(values, mine)
+        require_agreement(what, values)
+
+    def symm_tensor(self, shape, dtype):
+        import torch
+        self._need()
+        shape, dtype = symm_shape_dtype(shape, dtype)
+        self._agree("symm_tensor", ("symm_tensor", self._alloc.next_id, shape, str(dtype)))
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        a = self._alloc.alloc(nbytes, f"symm tensor #{self._alloc.next_id} ({str(dtype)[6:]}{list(shape)})")
+        t = self._heap[a.offset:a.offset + a.nbytes]
+        t.zero_()
+        self._tensors[a.offset] = a
+        torch.cuda.synchronize()
+        self.barrier()          # nobody writes into a peer's tensor before the peer has zeroed it
+        return t[:nbytes].view(dtype).view(shape)
+
+    def free(self, t):
+        import torch
+        self._need()
+        if not isinstance(t, torch.Tensor):
+            raise TritonDistError(f"free: expected a tensor from symm_tensor, got {type(t).__name__}")
+        off = t.data_ptr() - self._heap.data_ptr()
+        a = self._tensors.get(off)
+        if a is None:
+            raise TritonDistError("free: this tensor was not returned by triton_dist.symm_tensor (or was freed "
+                                  "already)")
+        self._agree("free", ("free", a.aid))
+        torch.cuda.synchronize()
+        del self._tensors[off]
+        self._alloc.release(off)
+
+    def barrier(self):
+        import torch
+        import torch.distributed as dist
+        self._need()
+        torch.cuda.synchronize()
+        self.check()
+        dist.barrier()
+
+
+def format_report(rank, rec, bases, heap_bytes, tensors) -> str:
+    """One readable paragraph: rank, program, kernel line, what it waited in, address, values."""
+    kind = devlib.KIND_NAMES.get(rec["kind"], f"kind {rec['kind']}")
+    addr = rec["address"]
+    where = f"0x{addr:x}"
+    for pe, base in enumerate(bases):
+        off = addr - base
+        if not 0 <= off < heap_bytes:
+            continue
+        a = next((t for t in tensors.values() if t.offset <= off < t.offset + t.nbytes), None)
+        if a is not None:
+            where += f" ({a.label} on rank {pe}, byte {off - a.offset})"
+        elif off < RESERVED_BYTES:
+            where += f" (device-library state of rank {pe}, byte {off})"
+        break
+    line = f"line {rec['line']}" if rec["line"] else "line ?"
+    text = f"rank {rank}, program {rec['program']}, kernel {rec['kernel']} {line}: {kind} at {where}"
+    if rec["kind"] in (devlib.KIND_WAIT, devlib.KIND_SIGNAL_WAIT, devlib.KIND_BARRIER_PE, devlib.KIND_BARRIER_GRID):
+        from triton_dist import symbols as S
+        cmp = "== or +1" if rec["cmp"] == devlib.CMP_PLUS_ONE else S.CMP_NAMES.get(rec["cmp"], "?")
+        text += f"; awaited value {cmp} {rec['awaited']}, saw {rec['seen']}"
+        if rec["kind"] == devlib.KIND_BARRIER_GRID:
+            text += (" (all programs of a kernel that calls barrier_all must run at once: use a grid no larger "
+                     "than the GPU holds)")
+    elif rec["kind"] == devlib.KIND_BAD_PE:
+        text += f"; PE {rec['seen']} is not in 0..{rec['awaited'] - 1}"
+    elif rec["kind"] == devlib.KIND_BAD_POINTER:
+        text += "; pass a pointer into a tensor from triton_dist.symm_tensor"
+    return text
