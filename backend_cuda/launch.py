@@ -74,7 +74,7 @@ def launch(fn, *args, world_size, timeout=60.0, **kwargs) -> list:
 
     from triton_dist.launcher import collect
 
-    from .runtime import device_count, missing
+    from .runtime import missing, ranks_fit
     need = missing()
     if need:
         raise TritonDistError(f"launch(backend='cuda') needs {', '.join(need)}")
@@ -82,10 +82,9 @@ def launch(fn, *args, world_size, timeout=60.0, **kwargs) -> list:
         raise TritonDistError("launch(backend='cuda'): this process has initialized CUDA, and forked ranks cannot "
                               "use it then; launch before any CUDA work here (keep the caller on the CPU), or "
                               "start the ranks with torchrun")
-    ndev = device_count()
-    if world_size > ndev:
-        raise TritonDistError(f"launch(world_size={world_size}, backend='cuda') needs {world_size} GPUs (one per "
-                              f"rank); this machine has {ndev}")
+    why = ranks_fit(world_size)
+    if why:
+        raise TritonDistError(f"launch(world_size={world_size}, backend='cuda'): {why}")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)

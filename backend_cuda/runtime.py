@@ -6,7 +6,9 @@ every peer's buffer mapped into this process (`handle.get_buffer(peer, ...)`); a
 kernel storing through such an address over NVLink is a plain store.  The heap is one
 buffer of TRITON_DIST_HEAP_SIZE bytes (default 1 GiB) rendezvoused once at init; symmetric
 tensors are carved from it by the shared deterministic allocator (triton_dist/symm_heap.py),
-so an allocation has the same offset on every rank, as on Ascend.
+so an allocation has the same offset on every rank, as on Ascend.  Ranks that share a GPU
+(TRITON_DIST_CUDA_SHARE_GPUS) map each other's heaps with CUDA IPC instead (heaps.py):
+torch symmetric memory refuses two ranks on one device.
 
 Process groups: gloo (the default group) for host barriers, agreement checks and the
 symmetric-memory rendezvous (which only needs the group's store).  One rank per GPU: rank r
@@ -14,7 +16,10 @@ uses GPU LOCAL_RANK.  Nothing here touches CUDA before init(): importing triton_
 machine without a GPU (or in a launcher that forks ranks) never initializes it.
 
 Environment: TRITON_DIST_HEAP_SIZE (bytes), TRITON_DIST_WAIT_TIMEOUT (seconds a device-side
-wait may see no progress before it gives up and reports; default 10).
+wait may see no progress before it gives up and reports; default 10),
+TRITON_DIST_CUDA_SHARE_GPUS=1 (let several ranks share a GPU, rank r on GPU r mod count: for
+checking kernels on a machine with fewer GPUs than ranks; processes time-slice a GPU, so
+waits are slow and no figure measured that way means anything).
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from triton_dist.symm_heap import RESERVED_BYTES, HeapAllocator
 from . import devlib
 
 HEAP_ENV = "TRITON_DIST_HEAP_SIZE"
+SHARE_ENV = "TRITON_DIST_CUDA_SHARE_GPUS"
 TIMEOUT_ENV = "TRITON_DIST_WAIT_TIMEOUT"
 DEFAULT_HEAP_BYTES = 1 << 30
 DEFAULT_WAIT_TIMEOUT = 10.0
@@ -45,6 +51,19 @@ def device_count() -> int:
         return 0
     import torch
     return torch.cuda.device_count()
+
+
+def sharing_gpus() -> bool:
+    return os.environ.get(SHARE_ENV, "").strip() == "1"
+
+
+def ranks_fit(world_size: int) -> str | None:
+    """None if `world_size` ranks can run here, else why not."""
+    ndev = device_count()
+    if world_size <= ndev or (ndev and sharing_gpus()):
+        return None
+    return (f"{world_size} ranks need {world_size} GPUs (one per rank); this machine has {ndev} "
+            f"(set {SHARE_ENV}=1 to let ranks share GPUs, for checking correctness only)")
 
 
 def missing() -> list:
@@ -83,6 +102,7 @@ class CudaBackend(Backend):
         self._tensors = {}              # heap offset -> Allocation
         self._alloc = None
         self._bases = []
+        self._close = lambda: None
         self._local_rank = 0
 
     # -- device side ------------------------------------------------------------------------------
@@ -122,9 +142,11 @@ class CudaBackend(Backend):
             raise TritonDistError(f"backend 'cuda' supports at most {devlib.MAX_PES} ranks, got {n}")
         self._local_rank = int(os.environ.get("LOCAL_RANK", r))
         ndev = torch.cuda.device_count()
-        if self._local_rank >= ndev:
+        if self._local_rank >= ndev and not (ndev and sharing_gpus()):
             raise TritonDistError(f"rank {r} would use GPU {self._local_rank}, but this machine has {ndev}: backend "
-                                  f"'cuda' runs one rank per GPU, so use at most {ndev} ranks per machine")
+                                  f"'cuda' runs one rank per GPU, so use at most {ndev} ranks per machine "
+                                  f"(or set {SHARE_ENV}=1 to check correctness with shared GPUs)")
+        self._local_rank %= ndev
         torch.cuda.set_device(self._local_rank)
         dev = torch.device("cuda", self._local_rank)
         nbytes = int(heap_bytes or _positive(HEAP_ENV, DEFAULT_HEAP_BYTES, int))
@@ -133,17 +155,11 @@ class CudaBackend(Backend):
             # a device wait must give up (and report) well before the launcher kills the rank
             wait_timeout = min(wait_timeout, max(1.0, float(timeout) / 3))
         self._agree("init", ("init", nbytes))
-        from torch.distributed import _symmetric_memory as symm_mem
-        group = dist.group.WORLD
-        if hasattr(symm_mem, "enable_symm_mem_for_group"):
-            try:
-                symm_mem.enable_symm_mem_for_group(group.group_name)
-            except Exception:  # noqa: BLE001 - newer torch does this itself
-                pass
-        heap = symm_mem.empty(nbytes, dtype=torch.uint8, device=dev)
-        handle = symm_mem.rendezvous(heap, group.group_name)
-        self._bases = [heap.data_ptr() if p == r else handle.get_buffer(p, (nbytes,), torch.uint8, 0).data_ptr()
-                       for p in range(n)]
+        from . import heaps
+        if n > ndev:
+            heap, self._bases, self._close, handle = heaps.ipc_heap(nbytes, dev, self._all_gather)
+        else:
+            heap, self._bases, self._close, handle = heaps.symm_mem_heap(nbytes, dev, dist.group.WORLD)
         heap[:RESERVED_BYTES].zero_()
         self._report = torch.zeros(devlib.REPORT_SLOTS, dtype=torch.int64, device=dev)
         state = np.zeros(devlib.STATE_SLOTS, dtype=np.int64)
@@ -190,6 +206,8 @@ class CudaBackend(Backend):
             torch.cuda.synchronize()
             self.check()
         finally:
+            torch.cuda.synchronize()
+            self._close()
             self._heap = self._handle = None
             self._tensors.clear()
             if self._owns_group and dist.is_initialized():
@@ -210,11 +228,15 @@ class CudaBackend(Backend):
         import torch
         return torch.device("cuda", self._local_rank)
 
-    def _agree(self, what, mine):
+    @staticmethod
+    def _all_gather(mine):
         import torch.distributed as dist
         values = [None] * dist.get_world_size()
         dist.all_gather_object(values, mine)
-        require_agreement(what, values)
+        return values
+
+    def _agree(self, what, mine):
+        require_agreement(what, self._all_gather(mine))
 
     def symm_tensor(self, shape, dtype):
         import torch
@@ -262,8 +284,8 @@ def format_report(rank, rec, bases, heap_bytes, tensors) -> str:
     kind = devlib.KIND_NAMES.get(rec["kind"], f"kind {rec['kind']}")
     addr = rec["address"]
     where = f"0x{addr:x}"
-    for pe, base in enumerate(bases):
-        off = addr - base
+    for pe in sorted(range(len(bases)), key=lambda p: p != rank):     # my own heap first
+        off = addr - bases[pe]
         if not 0 <= off < heap_bytes:
             continue
         a = next((t for t in tensors.values() if t.offset <= off < t.offset + t.nbytes), None)

@@ -2,9 +2,15 @@
 
 Every rank builds the inputs of every rank from the same seeds, so the test process can
 rebuild them too and compute the reference with plain torch (in float64 from the very
-values the ranks used: bf16 inputs are rounded first).  The ranks return their outputs;
-the comparisons happen here.
+values the ranks used: bf16 inputs are rounded first).  The ranks draw their inputs on the
+CPU and move them to triton_dist.device(); they return their outputs (launch brings them
+back to the CPU); the comparisons happen here.
+
+The correctness tests run on each backend of the `backend` fixture (the simulator, and the
+GPUs of a session started with TRITON_DIST_BACKEND=cuda --backend cuda); the schedule, race
+and lowering tests are about the simulator and the NPU and run only there.
 """
+import functools
 import time
 
 import pytest
@@ -13,6 +19,7 @@ import torch
 import triton_dist
 from triton_dist import kernels
 from triton_dist.kernels import _common
+from triton_dist.pytest_plugin import need_ranks
 
 WORLD_SIZES = [1, 2, 3, 4]
 OPS = ["all_gather", "reduce_scatter", "all_reduce_one_shot", "all_reduce_ring", "all_to_all", "ag_gemm",
@@ -50,6 +57,12 @@ def _case_inputs(op, case, n, r, dtype, seed):
         m, K, N = case["mkn"]
         return _rand((n * m, K), s, dtype), _rand((K, N), s + 1, dtype)
     raise AssertionError(op)
+
+
+def _on_device(args):
+    """Inputs drawn on the CPU (the same values the test process redraws), on this rank's device."""
+    dev = triton_dist.device()
+    return tuple(a.to(dev) for a in args)
 
 
 def _call(op, args, **kw):
@@ -111,7 +124,7 @@ def _run_cases(op, dtypes, seed=0, cases=None):
     outs = []
     for ci, case in enumerate(cases if cases is not None else CASES[op]):
         for dtype in dtypes:
-            args = _case_inputs(op, case, n, r, dtype, seed + ci)
+            args = _on_device(_case_inputs(op, case, n, r, dtype, seed + ci))
             out = _call(op, args, **case.get("kw", {}))
             assert out.device == torch.device(triton_dist.device())
             outs.append((ci, dtype, out))
@@ -130,27 +143,31 @@ def _verify(op, n, values, seed=0, cases=None):
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
 @pytest.mark.parametrize("op", OPS)
-def test_op_matches_torch(op, n):
+def test_op_matches_torch(backend, op, n):
+    need_ranks(backend, n)
     dtypes = [torch.float32, torch.bfloat16] + ([torch.float16] if n == 3 else [])
-    res = triton_dist.launch(_run_cases, op, dtypes, world_size=n)
+    res = triton_dist.launch(_run_cases, op, dtypes, world_size=n, backend=backend)
     _verify(op, n, res.values)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op", OPS)
-def test_op_matches_torch_8_ranks(op):
+def test_op_matches_torch_8_ranks(backend, op):
+    need_ranks(backend, 8)
     cases = CASES[op][:2]
     res = triton_dist.launch(_run_cases, op, [torch.float32, torch.bfloat16], 0, cases, world_size=8,
-                             timeout=300)
+                             timeout=300, backend=backend)
     _verify(op, 8, res.values, cases=cases)
 
 
-def test_all_reduce_is_bit_identical_on_every_rank():
+def test_all_reduce_is_bit_identical_on_every_rank(backend):
+    need_ranks(backend, 3)
+
     def body():
         r = triton_dist.rank()
-        x = _rand((1300,), 5 + r, torch.bfloat16)
+        x = _rand((1300,), 5 + r, torch.bfloat16).to(triton_dist.device())
         return kernels.all_reduce(x, method="one_shot"), kernels.all_reduce(x, method="ring")
-    vals = triton_dist.launch(body, world_size=3).values
+    vals = triton_dist.launch(body, world_size=3, backend=backend).values
     for one, ring in vals[1:]:
         assert torch.equal(one, vals[0][0]) and torch.equal(ring, vals[0][1])
 
@@ -184,7 +201,7 @@ def _repeated(ops, iters, skew):
         for it in range(iters):
             for op in ops:
                 case = _repeat_case(op, it)
-                args = _case_inputs(op, case, n, r, torch.float32, 100 + it)
+                args = _on_device(_case_inputs(op, case, n, r, torch.float32, 100 + it))
                 outs.append((op, it, _call(op, args, **case["kw"])))
                 if skew and (it + r) % 2:
                     time.sleep(0.01 * r)
@@ -208,9 +225,10 @@ def _verify_repeated(n, values, ops, iters):
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_each_op_many_times_in_a_row(n):
+def test_each_op_many_times_in_a_row(backend, n):
+    need_ranks(backend, n)
     iters = 5
-    res = triton_dist.launch(_repeated, OPS, iters, True, world_size=n)
+    res = triton_dist.launch(_repeated, OPS, iters, True, world_size=n, backend=backend)
     _verify_repeated(n, res.values, OPS, iters)
 
 
@@ -224,19 +242,21 @@ def test_repeated_calls_have_no_races(op):
     _verify_repeated(3, res.values, [op], 4)
 
 
-def test_same_op_back_to_back_with_skewed_ranks():
+def test_same_op_back_to_back_with_skewed_ranks(backend):
     """One op 8 times in a row, rank 0 slow: peers run a call ahead into the other phase."""
+    n = 4
+    need_ranks(backend, n)
+
     def body():
         r, n = triton_dist.rank(), triton_dist.world_size()
         outs = []
         for it in range(8):
             if r == 0:
                 time.sleep(0.02)
-            x = _rand((4, 5), 500 + it * 10 + r, torch.float32)
+            x = _rand((4, 5), 500 + it * 10 + r, torch.float32).to(triton_dist.device())
             outs.append((kernels.all_gather(x), kernels.all_reduce(x, method="ring")))
         return outs
-    n = 4
-    vals = triton_dist.launch(body, world_size=n).values
+    vals = triton_dist.launch(body, world_size=n, backend=backend).values
     for it in range(8):
         xs = [_rand((4, 5), 500 + it * 10 + j, torch.float32) for j in range(n)]
         for r in range(n):
@@ -245,18 +265,20 @@ def test_same_op_back_to_back_with_skewed_ranks():
             torch.testing.assert_close(ar, sum(xs))
 
 
-def test_epoch_wraparound_resynchronizes():
+def test_epoch_wraparound_resynchronizes(backend):
     """After EPOCH_MAX calls the slots are zeroed under barriers and epochs restart at 1."""
+    n = 3
+    need_ranks(backend, n)
+
     def body():
         _common.EPOCH_MAX = 3
         r, n = triton_dist.rank(), triton_dist.world_size()
         outs = []
         for it in range(8):
-            x = _rand((n * 2, 3), 700 + it * 10 + r, torch.float32)
+            x = _rand((n * 2, 3), 700 + it * 10 + r, torch.float32).to(triton_dist.device())
             outs.append((kernels.reduce_scatter(x), kernels.all_to_all(x)))
         return outs, _common.workspace("reduce_scatter").epoch
-    n = 3
-    vals = triton_dist.launch(body, world_size=n).values
+    vals = triton_dist.launch(body, world_size=n, backend=backend).values
     for r, (outs, epoch) in enumerate(vals):
         assert epoch == 2                   # 8 calls: 1 2 3 | 1 2 3 | 1 2
         for it, (rs, a2a) in enumerate(outs):
@@ -315,12 +337,13 @@ def test_schedule_is_reproducible():
 
 def _errors():
     n = triton_dist.world_size()
-    f = torch.zeros
+    dev = triton_dist.device()
+    f = functools.partial(torch.zeros, device=dev)
     attempts = {
-        "int dtype": lambda: kernels.all_gather(torch.zeros(4, dtype=torch.int32)),
-        "fp64": lambda: kernels.all_reduce(torch.zeros(4, dtype=torch.float64)),
+        "int dtype": lambda: kernels.all_gather(f(4, dtype=torch.int32)),
+        "fp64": lambda: kernels.all_reduce(f(4, dtype=torch.float64)),
         "not a tensor": lambda: kernels.all_reduce([1.0, 2.0]),
-        "0-d gather": lambda: kernels.all_gather(torch.tensor(1.0)),
+        "0-d gather": lambda: kernels.all_gather(torch.tensor(1.0, device=dev)),
         "rs rows": lambda: kernels.reduce_scatter(f(n * 2 + 1, 3)),
         "a2a rows": lambda: kernels.all_to_all(f(n * 2 + 1)),
         "method": lambda: kernels.all_reduce(f(4), method="tree"),
@@ -342,8 +365,9 @@ def _errors():
     return msgs
 
 
-def test_bad_input_gives_clear_errors():
-    msgs = triton_dist.launch(_errors, world_size=2).values[0]
+def test_bad_input_gives_clear_errors(backend):
+    need_ranks(backend, 2)
+    msgs = triton_dist.launch(_errors, world_size=2, backend=backend).values[0]
     assert all(msgs.values()), [k for k, v in msgs.items() if not v]
     assert "torch.int32" in msgs["int dtype"] and "torch.float32" in msgs["int dtype"]
     assert "float64" in msgs["fp64"]
@@ -360,16 +384,19 @@ def test_bad_input_gives_clear_errors():
     assert "power of two" in msgs["block"] and "block_m" in msgs["block"]
 
 
-def test_workspace_that_does_not_fit_says_what_to_do():
+def test_workspace_that_does_not_fit_says_what_to_do(backend):
+    need_ranks(backend, 2)
+
     def body():
-        x = torch.empty(70 << 18)               # 70 MiB per rank: 2 phases x 2 ranks x 70 MiB > 256 MiB heap
+        dev = triton_dist.device()
+        x = torch.empty(70 << 18, device=dev)   # 70 MiB per rank: 2 phases x 2 ranks x 70 MiB > 256 MiB heap
         try:
             kernels.all_gather(x)
         except triton_dist.TritonDistError as e:
             msg = str(e)
-        y = kernels.all_gather(torch.ones(3))  # the library still works afterwards
+        y = kernels.all_gather(torch.ones(3, device=dev))  # the library still works afterwards
         return msg, y.tolist()
-    for msg, y in triton_dist.launch(body, world_size=2).values:
+    for msg, y in triton_dist.launch(body, world_size=2, backend=backend).values:
         assert "kernels.all_gather" in msg and "free_workspaces()" in msg and "TRITON_DIST_HEAP_SIZE" in msg
         assert y == [1.0] * 6
 
@@ -380,20 +407,25 @@ def test_sizes_beyond_32_bit_offsets_are_refused():
     _common.check_size("all_gather", 2 ** 29 - 1, 4)
 
 
-def test_empty_inputs_return_empty_results():
+def test_empty_inputs_return_empty_results(backend):
+    need_ranks(backend, 2)
+
     def body():
         n = triton_dist.world_size()
-        return (kernels.all_gather(torch.zeros(0, 3)).shape, kernels.reduce_scatter(torch.zeros(0, 2)).shape,
-                kernels.all_reduce(torch.zeros(0), method="ring").shape,
-                kernels.ag_gemm(torch.zeros(2, 0), torch.zeros(0, 3)).tolist(),
-                kernels.gemm_rs(torch.zeros(2 * n, 0), torch.zeros(0, 3)).tolist())
-    vals = triton_dist.launch(body, world_size=2).values
+        f = functools.partial(torch.zeros, device=triton_dist.device())
+        return (kernels.all_gather(f(0, 3)).shape, kernels.reduce_scatter(f(0, 2)).shape,
+                kernels.all_reduce(f(0), method="ring").shape,
+                kernels.ag_gemm(f(2, 0), f(0, 3)).tolist(),
+                kernels.gemm_rs(f(2 * n, 0), f(0, 3)).tolist())
+    vals = triton_dist.launch(body, world_size=2, backend=backend).values
     for ag, rs, ar, agg, grs in vals:
         assert tuple(ag) == (0, 3) and tuple(rs) == (0, 2) and tuple(ar) == (0,)
         assert agg == [[0.0] * 3] * 4 and grs == [[0.0] * 3] * 2
 
 
-def test_not_initialized_says_what_to_do():
+def test_not_initialized_says_what_to_do(backend):
+    # outside launch: no rank, and no device (the test process must not touch a GPU before
+    # launch forks the ranks), so the input stays on the CPU
     with pytest.raises(triton_dist.TritonDistError, match="launch"):
         kernels.all_reduce(torch.zeros(4))
 

@@ -1,5 +1,20 @@
 """The pytest plugin, checked with pytest's own pytester."""
+import os
+import shutil
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_GPU = pytest.mark.skipif(shutil.which("nvidia-smi") is not None,
+                            reason="checks the skip reasons of a machine without an NVIDIA GPU")
+
+
+@pytest.fixture(autouse=True)
+def _repo_on_path(monkeypatch):
+    """pytester runs pytest in a temporary directory: put the repository on the path, as its
+    conftest.py does for the real suite, so backend_cuda imports there too."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
 KERNEL_TEST = '''
 import torch, triton, triton.language as tl
@@ -24,7 +39,7 @@ def test_racy_counter():
     assert triton_dist.launch(body, world_size=3).values == [3, 3, 3]
 
 def test_on_backend(backend):
-    assert backend in ("sim", "npu")
+    assert backend in ("sim", "npu", "cuda")
     assert triton_dist.launch(lambda: triton_dist.rank(), world_size=2).values == [0, 1]
 
 @__import__("pytest").mark.backend("npu")
@@ -40,6 +55,46 @@ def test_backend_parametrization_and_npu_skip(pytester):
     r.stdout.fnmatch_lines(["*backend 'npu' needs an Ascend NPU (npu-smi is not on PATH)*"])
     assert "test_on_backend[sim] PASSED" in "\n".join(pytester.runpytest_subprocess(
         "--backend", "sim", "-k", "backend", "-v").outlines)
+
+
+@NO_GPU
+def test_cuda_variant_is_skipped_without_a_gpu(pytester):
+    pytester.makepyfile(test_k=KERNEL_TEST)
+    r = pytester.runpytest_subprocess("--backend", "sim,cuda", "-k", "on_backend", "-rs", "-v")
+    r.assert_outcomes(passed=1, skipped=1)
+    r.stdout.fnmatch_lines(["*test_on_backend?sim? PASSED*", "*test_on_backend?cuda? SKIPPED*"])
+    r.stdout.fnmatch_lines(["*backend 'cuda' needs an NVIDIA GPU (nvidia-smi is not on PATH)*"])
+
+
+def test_need_ranks_skips_only_on_cuda(monkeypatch):
+    from backend_cuda import runtime
+    from triton_dist.pytest_plugin import need_ranks
+    monkeypatch.setattr(runtime, "device_count", lambda: 2)
+    need_ranks("sim", 8)                    # the simulator runs any number of ranks
+    need_ranks("cuda", 2)
+    with pytest.raises(pytest.skip.Exception, match="needs 3 GPUs, this machine has 2"):
+        need_ranks("cuda", 3)
+
+
+SESSION_TEST = '''
+def test_plain():
+    pass
+
+def test_on_backend(backend):
+    pass
+'''
+
+
+@NO_GPU
+def test_cuda_session_skips_simulator_only_tests(pytester, monkeypatch):
+    pytester.makepyfile(test_s=SESSION_TEST)
+    monkeypatch.setenv("TRITON_DIST_BACKEND", "cuda")
+    r = pytester.runpytest_subprocess("--backend", "sim,cuda", "-rs")
+    r.assert_outcomes(skipped=3)
+    r.stdout.fnmatch_lines_random([
+        "*simulator-only test: this session compiles kernels for CUDA (TRITON_DIST_BACKEND=cuda)*",
+        "*this session compiles kernels for 'cuda' (TRITON_DIST_BACKEND=cuda); run the simulator tests*",
+        "*backend 'cuda' needs an NVIDIA GPU*"])
 
 
 def test_bad_backend_is_a_usage_error(pytester):
@@ -70,3 +125,10 @@ def test_seeds_need_a_deterministic_schedule(pytester):
     pytester.makepyfile(test_k=KERNEL_TEST)
     r = pytester.runpytest_subprocess("--sim-seeds", "3")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_unknown_backend_lists_the_choices(pytester):
+    pytester.makepyfile(test_k=KERNEL_TEST)
+    r = pytester.runpytest_subprocess("--backend", "bogus")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*unknown backend(s) bogus; choose from sim, npu, cuda*"])

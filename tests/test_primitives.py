@@ -1,6 +1,9 @@
-"""Semantics of every dl primitive and libshmem_device function (SEMANTICS.md §3) on the simulator.
+"""Semantics of every dl primitive and libshmem_device function (SEMANTICS.md §3).
 
-Oracles: the arithmetic of the test itself (ranks, ring neighbours) and torch.
+Every test runs on each backend of the `backend` fixture (the simulator, and the GPUs of a
+session started with TRITON_DIST_BACKEND=cuda --backend cuda); tensors a kernel touches live
+on triton_dist.device().  Oracles: the arithmetic of the test itself (ranks, ring
+neighbours) and torch.
 """
 import pytest
 import torch
@@ -10,6 +13,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 from triton_dist.language.extra import libshmem_device as shm
+from triton_dist.pytest_plugin import need_ranks
 
 WORLD_SIZES = [1, 2, 3, 4]
 
@@ -25,14 +29,15 @@ def ids_kernel(out):
 
 
 def _ids():
-    out = torch.full((6,), -1, dtype=torch.int32)
+    out = torch.full((6,), -1, dtype=torch.int32, device=triton_dist.device())
     ids_kernel[(1,)](out)
     return out.tolist()
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
-def test_rank_ids(n):
-    res = triton_dist.launch(_ids, world_size=n)
+def test_rank_ids(backend, n):
+    need_ranks(backend, n)
+    res = triton_dist.launch(_ids, world_size=n, backend=backend)
     assert res.values == [[r, n, r, n, r, n] for r in range(n)]
 
 
@@ -49,14 +54,15 @@ def _ring_read():
     buf = triton_dist.symm_tensor((32,), torch.float32)
     buf.copy_(torch.arange(32, dtype=torch.float32) + 100 * r)
     triton_dist.barrier()
-    out = torch.zeros(32)
+    out = torch.zeros(32, device=triton_dist.device())
     ring_read_kernel[(1,)](buf, out, N=32)
     return out
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
-def test_symm_at_ring_read(n):
-    res = triton_dist.launch(_ring_read, world_size=n)
+def test_symm_at_ring_read(backend, n):
+    need_ranks(backend, n)
+    res = triton_dist.launch(_ring_read, world_size=n, backend=backend)
     for r, v in enumerate(res.values):
         torch.testing.assert_close(v, torch.arange(32, dtype=torch.float32) + 100 * ((r + 1) % n))
 
@@ -81,14 +87,15 @@ def _notify_wait():
     n = triton_dist.world_size()
     data = triton_dist.symm_tensor((n * 8,), torch.float32)
     sig = triton_dist.symm_tensor((n * 16,), torch.int32)
-    out = torch.zeros(n * 8)
+    out = torch.zeros(n * 8, device=triton_dist.device())
     notify_wait_kernel[(1,)](data, sig, out, N=8, STRIDE=16)
     return out, sig.clone()
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
-def test_notify_wait_64_byte_slots(n):
-    res = triton_dist.launch(_notify_wait, world_size=n)
+def test_notify_wait_64_byte_slots(backend, n):
+    need_ranks(backend, n)
+    res = triton_dist.launch(_notify_wait, world_size=n, backend=backend)
     want = torch.arange(1, n + 1, dtype=torch.float32).repeat_interleave(8)
     for out, sig in res.values:
         torch.testing.assert_close(out, want)
@@ -108,14 +115,15 @@ def add_kernel(sig, out):
 
 def _signal_add():
     sig = triton_dist.symm_tensor((16,), torch.int32)
-    out = torch.zeros(1, dtype=torch.int32)
+    out = torch.zeros(1, dtype=torch.int32, device=triton_dist.device())
     add_kernel[(1,)](sig, out)
     return out.item()
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
-def test_signal_add_is_atomic(n):
-    res = triton_dist.launch(_signal_add, world_size=n)
+def test_signal_add_is_atomic(backend, n):
+    need_ranks(backend, n)
+    res = triton_dist.launch(_signal_add, world_size=n, backend=backend)
     assert res.values == [n * (n + 1) // 2] * n
 
 
@@ -136,13 +144,14 @@ def ping_pong_kernel(ping, pong, log, ROUNDS: tl.constexpr):
 def _ping_pong():
     ping = triton_dist.symm_tensor((16,), torch.int32)
     pong = triton_dist.symm_tensor((16,), torch.int32)
-    log = torch.zeros(30, dtype=torch.int32)
+    log = torch.zeros(30, dtype=torch.int32, device=triton_dist.device())
     ping_pong_kernel[(1,)](ping, pong, log, ROUNDS=30)
     return log.tolist(), ping[0].item(), pong[0].item()
 
 
-def test_ping_pong_30_rounds():
-    res = triton_dist.launch(_ping_pong, world_size=2)
+def test_ping_pong_30_rounds(backend):
+    need_ranks(backend, 2)
+    res = triton_dist.launch(_ping_pong, world_size=2, backend=backend)
     assert res.values[0][0] == list(range(1, 31))
     assert res.values[1][0] == [10 * i for i in range(1, 31)]
     assert res.values[1][1] == 30 and res.values[0][2] == 30
@@ -167,15 +176,16 @@ def _put_get():
     dst_put = triton_dist.symm_tensor((N,), torch.float32)
     dst_get = triton_dist.symm_tensor((N,), torch.float32)
     sig = triton_dist.symm_tensor((16,), torch.int32)
-    src.copy_(torch.randn(N, generator=torch.Generator().manual_seed(r)))
+    src.copy_(torch.randn(N, generator=torch.Generator().manual_seed(r)))   # drawn on the CPU, copied
     triton_dist.barrier()
     put_get_kernel[(1,)](src, dst_put, dst_get, sig, N=N)
     return dst_put.clone(), dst_get.clone()
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
-def test_putmem_getmem_ring(n):
-    res = triton_dist.launch(_put_get, world_size=n)
+def test_putmem_getmem_ring(backend, n):
+    need_ranks(backend, n)
+    res = triton_dist.launch(_put_get, world_size=n, backend=backend)
     for r, (put, get) in enumerate(res.values):
         left = (r + n - 1) % n
         want = torch.randn(64, generator=torch.Generator().manual_seed(left))
@@ -207,8 +217,9 @@ def _nbi():
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_putmem_nbi_quiet_signal(n):
-    res = triton_dist.launch(_nbi, world_size=n)
+def test_putmem_nbi_quiet_signal(backend, n):
+    need_ranks(backend, n)
+    res = triton_dist.launch(_nbi, world_size=n, backend=backend)
     assert res.values == [((r - 1) % n + 0.5, (r - 1) % n + 0.5) for r in range(n)]
 
 
@@ -229,9 +240,10 @@ def _int_p():
     return dst.view(n, 16)[:, 0].tolist(), dst64.view(n, 8)[:, 0].tolist()
 
 
-def test_int_p_and_int64_p():
+def test_int_p_and_int64_p(backend):
     n = 3
-    res = triton_dist.launch(_int_p, world_size=n)
+    need_ranks(backend, n)
+    res = triton_dist.launch(_int_p, world_size=n, backend=backend)
     for r, (v32, v64) in enumerate(res.values):
         left = (r - 1) % n
         assert v32[left] == left + 40 and sum(v32) == left + 40
@@ -254,14 +266,15 @@ def barrier_rounds_kernel(buf, out, ROUNDS: tl.constexpr):
 
 def _barriers(cores):
     buf = triton_dist.symm_tensor((16,), torch.int32)
-    out = torch.zeros(10 * 16 * cores, dtype=torch.int32)
+    out = torch.zeros(10 * 16 * cores, dtype=torch.int32, device=triton_dist.device())
     barrier_rounds_kernel[(cores,)](buf, out, ROUNDS=10)
     return out.view(cores, 10, 16)[0, :, 0].tolist()
 
 
 @pytest.mark.parametrize("n,cores", [(1, 1), (2, 1), (3, 1), (4, 1), (3, 3), (4, 2)])
-def test_repeated_barrier_all(n, cores):
-    res = triton_dist.launch(_barriers, cores, world_size=n)
+def test_repeated_barrier_all(backend, n, cores):
+    need_ranks(backend, n)
+    res = triton_dist.launch(_barriers, cores, world_size=n, backend=backend)
     for r, vals in enumerate(res.values):
         assert vals == [i * 100 + (r - 1) % n for i in range(10)]
 
@@ -284,28 +297,35 @@ def producer_consumer_kernel(data, sig, out, N: tl.constexpr):
 def _prod_cons():
     data = triton_dist.symm_tensor((16,), torch.float32)
     sig = triton_dist.symm_tensor((16,), torch.int32)
-    out = torch.zeros(16)
+    out = torch.zeros(16, device=triton_dist.device())
     producer_consumer_kernel[(2,)](data, sig, out, N=16)
     return out
 
 
-def test_producer_consumer_in_one_launch():
-    res = triton_dist.launch(_prod_cons, world_size=2)
+def test_producer_consumer_in_one_launch(backend):
+    need_ranks(backend, 2)
+    res = triton_dist.launch(_prod_cons, world_size=2, backend=backend)
     for v in res.values:
         torch.testing.assert_close(v, torch.arange(16, dtype=torch.float32) * 2)
 
 
-def test_symm_tensor_is_zero_filled_and_same_offset():
+def test_symm_tensor_is_zero_filled_and_same_offset(backend):
+    need_ranks(backend, 2)
+
     def body():
         a = triton_dist.symm_tensor((100,), torch.float32)
         a.fill_(5)
         triton_dist.free(a)
         b = triton_dist.symm_tensor((100,), torch.float32)  # reuses the freed space
         return b.abs().sum().item(), b.data_ptr() == a.data_ptr()
-    res = triton_dist.launch(body, world_size=2)
+    res = triton_dist.launch(body, world_size=2, backend=backend)
     assert res.values == [(0.0, True), (0.0, True)]
 
 
-def test_device_is_cpu_and_values_in_rank_order():
-    res = triton_dist.launch(lambda: (triton_dist.rank(), str(triton_dist.device())), world_size=3)
-    assert res.values == [(0, "cpu"), (1, "cpu"), (2, "cpu")]
+def test_device_of_the_backend_and_values_in_rank_order(backend):
+    """The simulator's tensors live on the CPU; on cuda each rank has its own GPU."""
+    need_ranks(backend, 3)
+    res = triton_dist.launch(lambda: (triton_dist.rank(), str(triton_dist.device())), world_size=3,
+                             backend=backend)
+    want = {"sim": lambda r: "cpu", "cuda": lambda r: f"cuda:{r}", "npu": lambda r: f"npu:{r}"}[backend]
+    assert res.values == [(r, want(r)) for r in range(3)]

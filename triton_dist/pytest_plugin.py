@@ -1,8 +1,9 @@
 """pytest plugin of triton_dist (registered as a pytest11 entry point).
 
 Options:
-  --backend sim,npu      backends for the `backend` fixture (default: every available one);
-                         npu is skipped with the reason where there is no NPU
+  --backend sim,npu,cuda backends for the `backend` fixture (default: every available one);
+                         a backend that cannot run in this session is skipped with the reason
+                         (npu: no NPU; cuda: no NVIDIA GPU, or the session interprets kernels)
   --sim-schedule S       default schedule of triton_dist.launch (free, random, pct)
   --sim-seed N           default seed (first seed with --sim-seeds)
   --sim-seeds K          run each test that launches ranks under K seeds
@@ -10,31 +11,82 @@ Options:
 Marker: @pytest.mark.backend("npu") runs a test only where that backend is selected and
 available.  A failing test prints one line that replays it exactly.
 
+Which backend kernels are built for is fixed per process (TRITON_DIST_BACKEND, see
+triton_dist.backend.resolve): the simulator interprets them, cuda compiles them.  So the
+sim variants run in a simulator session (the default: conftest.py sets
+TRITON_DIST_BACKEND=sim) and the cuda variants in a session started with
+TRITON_DIST_BACKEND=cuda, where every test that does not take the `backend` fixture is
+skipped as simulator-only:
+
+    TRITON_DIST_BACKEND=cuda python -m pytest --backend cuda tests/
+
+`need_ranks(backend, n)` skips a test that needs more GPUs than the machine has.
+
 Under pytest-xdist every worker forks its own ranks; launch() heaps are anonymous shared
 memory (nothing named in /dev/shm), so workers cannot collide and nothing is left behind.
 """
 from __future__ import annotations
 
+import os
 import shlex
 
 import pytest
 
-BACKENDS = ("sim", "npu")
+BACKENDS = ("sim", "npu", "cuda")
+
+SIM_ONLY_ON_CUDA = "simulator-only test: this session compiles kernels for CUDA (TRITON_DIST_BACKEND=cuda)"
+
+
+def _session_backend():
+    """The backend this process builds kernels for (triton_dist.backend.resolve()), or None
+    where TRITON_DIST_BACKEND names none that this version of triton_dist accepts."""
+    from triton_dist import backend
+    try:
+        return backend.resolve()
+    except Exception:  # noqa: BLE001 - an unknown backend is not this one
+        return None
 
 
 def _available(name: str):
-    """None if the backend can run here, else the reason it cannot."""
+    """None if the backend can run in this pytest process, else the reason it cannot."""
     if name == "sim":
+        which = _session_backend()
+        if which == "sim":
+            return None
+        env = os.environ.get("TRITON_DIST_BACKEND", "auto")
+        return (f"this session compiles kernels for {which or env!r} (TRITON_DIST_BACKEND={env}); "
+                f"run the simulator tests in another session")
+    if name == "cuda":
+        try:
+            from backend_cuda.runtime import missing
+        except ImportError as e:
+            return f"backend 'cuda' needs the backend_cuda package ({e})"
+        need = missing()
+        if need:
+            return f"backend 'cuda' needs {', '.join(need)}"
+        if _session_backend() != "cuda":
+            return ("kernels in this session are interpreted by the simulator; run the cuda tests in a "
+                    "session started with TRITON_DIST_BACKEND=cuda")
         return None
     from backend_ascend.runtime import missing
     need = missing()
     return f"backend 'npu' needs {', '.join(need)}" if need else None
 
 
+def need_ranks(backend: str, n: int) -> None:
+    """Skip the calling test when `backend` cannot run n ranks on this machine (cuda: one GPU
+    per rank); the simulator runs any number."""
+    if backend == "cuda":
+        from backend_cuda.runtime import ranks_fit
+        why = ranks_fit(n)
+        if why:
+            pytest.skip(why)
+
+
 def pytest_addoption(parser):
     g = parser.getgroup("triton_dist", "triton_dist simulator and backends")
     g.addoption("--backend", default=None, metavar="LIST",
-                help="comma list of backends to run the `backend` fixture on (sim, npu); "
+                help="comma list of backends to run the `backend` fixture on (sim, npu, cuda); "
                      "default: every available one")
     g.addoption("--sim-schedule", default=None, choices=["free", "random", "pct"],
                 help="schedule triton_dist.launch uses when a test passes none")
@@ -58,7 +110,7 @@ def _selected(config):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "backend(name): the test needs this backend (sim or npu)")
+    config.addinivalue_line("markers", "backend(name): the test needs this backend (sim, npu or cuda)")
     _selected(config)                 # a bad --backend is a usage error before collection
     from triton_dist import launcher
     config._triton_dist_saved = dict(launcher.DEFAULTS)
@@ -81,6 +133,20 @@ def pytest_unconfigure(config):
         from triton_dist import launcher
         launcher.DEFAULTS.clear()
         launcher.DEFAULTS.update(saved)
+
+
+def pytest_collection_modifyitems(config, items):
+    """In a cuda session only the tests that take the `backend` fixture (or are marked for
+    cuda) run: everything else asserts what the simulator does."""
+    if _session_backend() != "cuda":
+        return
+    skip = pytest.mark.skip(reason=SIM_ONLY_ON_CUDA)
+    for item in items:
+        if "backend" in getattr(item, "fixturenames", ()):
+            continue
+        if any("cuda" in mark.args for mark in item.iter_markers("backend")):
+            continue
+        item.add_marker(skip)
 
 
 def pytest_generate_tests(metafunc):
