@@ -226,6 +226,7 @@ class CudaBackend(Backend):
 
     def device(self):
         import torch
+        self._need()            # before init no GPU is chosen (and CUDA must stay untouched)
         return torch.device("cuda", self._local_rank)
 
     @staticmethod

@@ -447,7 +447,7 @@ def test_kernels_lower_to_aclshmem_calls(dt, ty):
     ptrs = {n: f"*{dt}" for n in ("x", "ws", "out", "a", "b")}
     ints = dict(E="i32", PART="i32", epoch="i32", CH="i32", m="i32", N="i32", K="i32", T="i32")
     es = {"bf16": 2, "fp16": 2, "fp32": 4}[dt]
-    gemm = dict(BM=32, BN=32, BK=32, UPCAST=False)
+    gemm = dict(BM=32, BN=32, BK=32, UPCAST=False, PREC="tf32")
 
     def sig(*names):
         return {n: ptrs.get(n) or ints.get(n) or "*i32" for n in names}

@@ -115,6 +115,53 @@ def world() -> tuple[int, int]:
     return triton_dist.rank(), triton_dist.world_size()
 
 
+class Profile:
+    """How the library sizes its launches on the active backend.
+
+    The simulator and the NPU: few program instances (an NPU has 20-24 AI cores; the
+    simulator pays per instance) and small GEMM tiles.  CUDA: one program per SM for the
+    element-wise collectives, and GEMM tiles and pipelining that keep Hopper's tensor cores
+    fed (128x256x64 half-precision tiles, 8 warps, 3 stages; fp32 multiplies in full
+    precision, with smaller tiles that fit shared memory)."""
+
+    def __init__(self):
+        self.cuda = _backend.active().name == "cuda"
+        if self.cuda:
+            props = torch.cuda.get_device_properties(torch.device(triton_dist.device()))
+            self.sms = props.multi_processor_count
+        else:
+            self.sms = 0
+
+    def parts(self, default_max: int, default_min: int) -> tuple[int, int]:
+        """(most, fewest elements per) program instances of an element-wise collective."""
+        return (self.sms, 16 * 1024) if self.cuda else (default_max, default_min)
+
+    def programs(self, producers: int, consumers: int, heavy: str) -> tuple[int, int]:
+        """Producer and consumer program counts of a GEMM op; `heavy` is the role that runs the GEMM."""
+        if not self.cuda:
+            return producers, consumers
+        light = 8
+        return (light, self.sms - light) if heavy == "consumer" else (self.sms - light, light)
+
+    def gemm(self, dtype) -> tuple[tuple[int, int, int], dict]:
+        """Default (BLOCK_M, BLOCK_N, BLOCK_K) and launch options of the GEMM ops."""
+        if not self.cuda:
+            return (32, 32, 32), {}
+        if dtype == torch.float32:
+            return (64, 64, 32), dict(num_warps=4, num_stages=3)
+        return (128, 256, 64), dict(num_warps=8, num_stages=3)
+
+
+def profile() -> Profile:
+    return Profile()
+
+
+def dot_precision(dtype) -> str:
+    """tl.dot input precision: fp32 inputs are multiplied in full fp32 (as the simulator and the
+    reference do), not rounded to tf32 as a GPU would by default."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
 def dot_upcast(dtype) -> bool:
     """Triton's interpreter multiplies bf16 operands of tl.dot as raw uint16 bit patterns
     (triton/runtime/interpreter.py, InterpreterBuilder.create_dot), so on the simulator bf16

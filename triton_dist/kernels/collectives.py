@@ -182,7 +182,8 @@ def _ring_kernel(x, ws, sig, out, E, CH, PART, epoch, BLOCK: tl.constexpr):
 
 def _parts(elems: int) -> tuple[int, int, int]:
     """(parts G, PART elements, BLOCK) for a per-rank chunk of `elems` elements."""
-    g = max(1, min(MAX_PARTS, C.cdiv(elems, MIN_PART)))
+    most, fewest = C.profile().parts(MAX_PARTS, MIN_PART)
+    g = max(1, min(most, C.cdiv(elems, fewest)))
     part = C._round_up(C.cdiv(elems, g), 16)
     g = max(1, C.cdiv(elems, part))
     block = min(MAX_BLOCK, C.next_pow2(part))

@@ -45,7 +45,7 @@ RS_CONSUMERS = 2      # GEMM+RS: reduce programs
 
 @triton.jit
 def _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM: tl.constexpr, BN: tl.constexpr,
-                 BK: tl.constexpr, UPCAST: tl.constexpr):
+                 BK: tl.constexpr, UPCAST: tl.constexpr, PREC: tl.constexpr):
     """One BMxBN output tile: sum over K of A[rows, k:k+BK] @ B[k:k+BK, cols], in fp32, masked."""
     acc = tl.full((BM, BN), 0.0, tl.float32)
     for k0 in range(0, K, BK):
@@ -55,7 +55,7 @@ def _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM: tl.constexpr, BN:
         if UPCAST:
             at = at.to(tl.float32)
             bt = bt.to(tl.float32)
-        acc += tl.dot(at, bt)
+        acc += tl.dot(at, bt, input_precision=PREC)
         a_ptrs += BK
         b_ptrs += BK * N
     return acc
@@ -66,7 +66,8 @@ def _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM: tl.constexpr, BN:
 
 @triton.jit
 def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ES: tl.constexpr, UPCAST: tl.constexpr):
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ES: tl.constexpr, UPCAST: tl.constexpr,
+                    PREC: tl.constexpr):
     pid = tl.program_id(0)
     me = dl.rank()
     n = dl.num_ranks()
@@ -103,14 +104,15 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             b_ptrs = b + rk[:, None] * N + rn[None, :]
             a_rows = rm[:, None] < rows
             b_cols = rn[None, :] < N
-            acc = _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM, BN, BK, UPCAST)
+            acc = _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM, BN, BK, UPCAST, PREC)
             optr = out + (src * m + t * BM + rm[:, None]) * N + rn[None, :]
             tl.store(optr, acc.to(out.dtype.element_ty), mask=(rm[:, None] < rows) & (rn[None, :] < N))
 
 
 @triton.jit
 def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr):
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr,
+                    PREC: tl.constexpr):
     pid = tl.program_id(0)
     me = dl.rank()
     n = dl.num_ranks()
@@ -131,7 +133,7 @@ def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             b_ptrs = b + rk[:, None] * N + rn[None, :]
             a_rows = rm[:, None] < rows
             b_cols = rn[None, :] < N
-            acc = _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM, BN, BK, UPCAST)
+            acc = _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM, BN, BK, UPCAST, PREC)
             remote = dl.symm_at(ws, dst)
             tl.store(remote + (me * m + t * BM + rm[:, None]) * N + rn[None, :], acc.to(ws.dtype.element_ty),
                      mask=(rm[:, None] < rows) & (rn[None, :] < N))
@@ -176,16 +178,38 @@ def _blocks(op, block_m, block_n, block_k):
             C.check_block(op, "block_k", block_k))
 
 
+def _programs(op, given, default):
+    if given is None:
+        return default
+    if not isinstance(given, int) or isinstance(given, bool) or given < 1:
+        raise TritonDistError(f"kernels.{op}: program counts must be positive ints, got {given!r}")
+    return given
+
+
+def _setup(op, a, b, block_m, block_n, block_k, producers, consumers, heavy):
+    """Block sizes, launch options and (producers, consumers) for this call on this backend."""
+    prof = C.profile()
+    (dm, dn, dk), launch_opts = prof.gemm(a.dtype)
+    BM, BN, BK = _blocks(op, dm if block_m is None else block_m, dn if block_n is None else block_n,
+                         dk if block_k is None else block_k)
+    dp, dc = prof.programs(*(AG_PRODUCERS, AG_CONSUMERS) if op == "ag_gemm" else (RS_PRODUCERS, RS_CONSUMERS),
+                           heavy=heavy)
+    return BM, BN, BK, launch_opts, _programs(op, producers, dp), _programs(op, consumers, dc)
+
+
 def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
-            block_m: int = 32, block_n: int = 32, block_k: int = 32) -> torch.Tensor:
+            block_m: int | None = None, block_n: int | None = None, block_k: int | None = None,
+            producers: int | None = None, consumers: int | None = None) -> torch.Tensor:
     """all_gather(a_shard) @ b, the gather overlapped with the GEMM tile by tile (collective).
 
     a_shard: (m, K) on every rank; b: (K, N), the same on every rank.  Returns (world_size * m, N).
+    Block sizes and program counts default to what suits the backend (kernels/_common.Profile).
     """
     op = "ag_gemm"
     C.check_launches(op, launches)
     a, b = _check_gemm(op, a_shard, b, "a_shard")
-    BM, BN, BK = _blocks(op, block_m, block_n, block_k)
+    BM, BN, BK, launch_opts, max_np, max_nc = _setup(op, a, b, block_m, block_n, block_k, producers, consumers,
+                                                     heavy="consumer")
     r, n = C.world()
     m, K = a.shape
     N = b.shape[1]
@@ -200,11 +224,11 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     ES = a.element_size()
     ph = C.workspace(op).acquire(n * m * K * ES, n * T)
     ws = ph.view(a.dtype, 0, n * m * K)
-    NC = min(AG_CONSUMERS, n * T * TN)
-    NP = min(AG_PRODUCERS, (n - 1) * T)
-    up = C.dot_upcast(a.dtype)
+    NC = min(max_nc, n * T * TN)
+    NP = min(max_np, (n - 1) * T)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
-    meta = dict(BM=BM, BN=BN, BK=BK, ES=ES, UPCAST=up)
+    meta = dict(BM=BM, BN=BN, BK=BK, ES=ES, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype),
+                **launch_opts)
     if launches == 1:
         _ag_gemm_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
@@ -215,14 +239,17 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
-            block_m: int = 32, block_n: int = 32, block_k: int = 32) -> torch.Tensor:
+            block_m: int | None = None, block_n: int | None = None, block_k: int | None = None,
+            producers: int | None = None, consumers: int | None = None) -> torch.Tensor:
     """reduce_scatter(a @ b): every rank holds its own K-slice, a: (M, K_local), b: (K_local, N);
     returns this rank's M / world_size rows of the sum, reduced tile by tile as the GEMM
-    produces them (collective)."""
+    produces them (collective).  Block sizes and program counts default to what suits the
+    backend (kernels/_common.Profile)."""
     op = "gemm_rs"
     C.check_launches(op, launches)
     a, b = _check_gemm(op, a, b, "a")
-    BM, BN, BK = _blocks(op, block_m, block_n, block_k)
+    BM, BN, BK, launch_opts, max_np, max_nc = _setup(op, a, b, block_m, block_n, block_k, producers, consumers,
+                                                     heavy="producer")
     r, n = C.world()
     M, K = a.shape
     N = b.shape[1]
@@ -235,11 +262,10 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     TN = C.cdiv(N, BN)
     ph = C.workspace(op).acquire(n * m * N * a.element_size(), n * T * TN)
     ws = ph.view(a.dtype, 0, n * m * N)
-    NP = min(RS_PRODUCERS, n * T * TN)
-    NC = min(RS_CONSUMERS, T * TN)
-    up = C.dot_upcast(a.dtype)
+    NP = min(max_np, n * T * TN)
+    NC = min(max_nc, T * TN)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
-    meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=up)
+    meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype), **launch_opts)
     if launches == 1:
         _gemm_rs_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
