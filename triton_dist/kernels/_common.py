@@ -140,8 +140,12 @@ class Profile:
         """Producer and consumer program counts of a GEMM op; `heavy` is the role that runs the GEMM."""
         if not self.cuda:
             return producers, consumers
+        # the light role (pushing A tiles / reducing finished tiles) gets 8 SMs, the GEMM the
+        # rest; alone on one GPU nothing is pushed, so AG+GEMM's GEMM gets every SM
         light = 8
-        return (light, self.sms - light) if heavy == "consumer" else (self.sms - light, light)
+        if heavy == "consumer":
+            return (light, self.sms - light if triton_dist.world_size() > 1 else self.sms)
+        return (self.sms - light, light)
 
     def gemm(self, dtype) -> tuple[tuple[int, int, int], dict]:
         """Default (BLOCK_M, BLOCK_N, BLOCK_K) and launch options of the GEMM ops."""

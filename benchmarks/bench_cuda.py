@@ -1,0 +1,187 @@
+"""Figures of backend "cuda" on NVIDIA GPUs, each against its torch baseline in the same run.
+
+    TRITON_DIST_BACKEND=cuda python benchmarks/bench_cuda.py [--world-size N] [--quick] [--out FILE]
+
+- AG+GEMM: kernels.ag_gemm(a_shard, b) vs NCCL all_gather_into_tensor + torch.matmul (cuBLAS),
+  not overlapped; GEMM+RS: kernels.gemm_rs(a, b) vs torch.matmul + NCCL reduce_scatter_tensor.
+  Shapes: M = 8192 rows in all (M / world_size per rank for AG+GEMM), N in {8192, 28672},
+  K in {4096, 8192}, bf16.  Each result is checked against the baseline's (relative error).
+- AllGather and AllReduce bandwidth, 1 KiB .. 256 MiB, vs NCCL: algorithm bandwidth
+  = bytes of the full result / time.
+With one GPU (world size 1) the GEMM ops do no communication: their rows measure the
+library's Triton GEMM against cuBLAS, the compute half of the overlap.
+
+Timing: CUDA events around `iters` back-to-back calls after `warmup` calls, all ranks
+released together by a barrier; rank 0's figure is reported (min over ranks is not taken:
+collectives end together).  Nothing is asserted: this script prints figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+GEMM_SHAPES = [(8192, 8192, 4096), (8192, 8192, 8192), (8192, 28672, 4096), (8192, 28672, 8192)]
+QUICK_SHAPES = [(8192, 8192, 4096), (8192, 28672, 8192)]
+SIZES = [1 << k for k in range(10, 29, 2)]            # 1 KiB .. 256 MiB
+QUICK_SIZES = [1 << 10, 1 << 20, 1 << 26, 1 << 28]
+
+
+def _timed(fn, iters, warmup, barrier):
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    barrier()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / iters
+
+
+def _rel_err(x, ref):
+    x, ref = x.float(), ref.float()
+    return ((x - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
+
+
+def _rank(quick):
+    import torch
+    import torch.distributed as dist
+
+    import triton_dist
+    from triton_dist import kernels
+    r, n = triton_dist.rank(), triton_dist.world_size()
+    dev = triton_dist.device()
+    nccl = dist.new_group(backend="nccl") if n > 1 else None
+
+    def barrier():
+        triton_dist.barrier()
+
+    gen = torch.Generator(device=dev).manual_seed(1234 + r)
+    rows = []
+    iters, warmup = (5, 2) if quick else (10, 3)
+    for (M, N, K) in (QUICK_SHAPES if quick else GEMM_SHAPES):
+        m = M // n
+        b = torch.randn(K, N, generator=gen, device=dev, dtype=torch.bfloat16) / K ** 0.5
+        # AG+GEMM
+        a = torch.randn(m, K, generator=gen, device=dev, dtype=torch.bfloat16)
+        full = torch.empty(M, K, device=dev, dtype=torch.bfloat16)
+
+        def ag_base():
+            if nccl is not None:
+                dist.all_gather_into_tensor(full, a, group=nccl)
+            else:
+                full.copy_(a)
+            return torch.matmul(full, b)
+
+        err = _rel_err(kernels.ag_gemm(a, b), ag_base())
+        t_ours = _timed(lambda: kernels.ag_gemm(a, b), iters, warmup, barrier)
+        t_base = _timed(ag_base, iters, warmup, barrier)
+        t_mm = _timed(lambda: torch.matmul(full, b), iters, warmup, barrier)
+        rows.append(dict(op="ag_gemm", M=M, N=N, K=K, ours_ms=t_ours, base_ms=t_base, matmul_ms=t_mm, rel_err=err,
+                         tflops=2 * M * N * K / t_ours / 1e9))
+        del a, full
+        # GEMM+RS: every rank holds (M, K) and (K, N); the sum of the n products is scattered by rows
+        a = torch.randn(M, K, generator=gen, device=dev, dtype=torch.bfloat16)
+        part = torch.empty(m, N, device=dev, dtype=torch.bfloat16)
+
+        def rs_base():
+            c = torch.matmul(a, b)
+            if nccl is not None:
+                dist.reduce_scatter_tensor(part, c, group=nccl)
+                return part
+            return c
+
+        err = _rel_err(kernels.gemm_rs(a, b), rs_base())
+        t_ours = _timed(lambda: kernels.gemm_rs(a, b), iters, warmup, barrier)
+        t_base = _timed(rs_base, iters, warmup, barrier)
+        t_mm = _timed(lambda: torch.matmul(a, b), iters, warmup, barrier)
+        rows.append(dict(op="gemm_rs", M=M, N=N, K=K, ours_ms=t_ours, base_ms=t_base, matmul_ms=t_mm, rel_err=err,
+                         tflops=2 * M * N * K / t_ours / 1e9))
+        del a, b, part
+        kernels.free_workspaces()
+        torch.cuda.empty_cache()
+    if n > 1:
+        for size in (QUICK_SIZES if quick else SIZES):
+            per = max(1, size // n // 4)                    # fp32 elements per rank
+            x = torch.randn(per, generator=gen, device=dev)
+            out = torch.empty(per * n, device=dev)
+            t_ours = _timed(lambda: kernels.all_gather(x), iters, warmup, barrier)
+            t_base = _timed(lambda: dist.all_gather_into_tensor(out, x, group=nccl), iters, warmup, barrier)
+            err = _rel_err(kernels.all_gather(x), (dist.all_gather_into_tensor(out, x, group=nccl), out)[1])
+            rows.append(dict(op="all_gather", bytes=per * n * 4, ours_ms=t_ours, base_ms=t_base, rel_err=err))
+            y = torch.randn(per * n, generator=gen, device=dev)
+            best = None
+            for method in ("one_shot", "ring"):
+                t = _timed(lambda: kernels.all_reduce(y, method=method), iters, warmup, barrier)
+                best = (t, method) if best is None or t < best[0] else best
+            z = y.clone()
+            t_base = _timed(lambda: dist.all_reduce(z, group=nccl), iters, warmup, barrier)
+            z = y.clone()
+            dist.all_reduce(z, group=nccl)
+            err = _rel_err(kernels.all_reduce(y, method=best[1]), z)
+            rows.append(dict(op="all_reduce", bytes=per * n * 4, ours_ms=best[0], base_ms=t_base, method=best[1],
+                             rel_err=err))
+            del x, out, y, z
+            kernels.free_workspaces()
+    props = torch.cuda.get_device_properties(dev)
+    return dict(rank=r, world_size=n, gpu=props.name, sms=props.multi_processor_count, rows=rows)
+
+
+def _table(res) -> str:
+    lines = [f"{res['world_size']} x {res['gpu']} ({res['sms']} SMs); times in ms (CUDA events, mean of back-to-back "
+             f"calls); speedup = baseline / ours", "",
+             "| op | M | N | K | ours | baseline | speedup | cuBLAS matmul alone | our TFLOP/s | max rel. err |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in res["rows"]:
+        if row["op"] in ("ag_gemm", "gemm_rs"):
+            lines.append(f"| {row['op']} | {row['M']} | {row['N']} | {row['K']} | {row['ours_ms']:.3f} | "
+                         f"{row['base_ms']:.3f} | {row['base_ms'] / row['ours_ms']:.2f}x | {row['matmul_ms']:.3f} | "
+                         f"{row['tflops']:.0f} | {row['rel_err']:.1e} |")
+    coll = [row for row in res["rows"] if row["op"] in ("all_gather", "all_reduce")]
+    if coll:
+        lines += ["", "| op | bytes | ours GB/s | NCCL GB/s | ours / NCCL | ours ms | NCCL ms |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for row in coll:
+            bw = lambda t: row["bytes"] / t / 1e6      # noqa: E731 - GB/s from ms
+            name = row["op"] + (f" ({row['method']})" if "method" in row else "")
+            lines.append(f"| {name} | {row['bytes']} | {bw(row['ours_ms']):.1f} | {bw(row['base_ms']):.1f} | "
+                         f"{row['base_ms'] / row['ours_ms']:.2f} | {row['ours_ms']:.4f} | {row['base_ms']:.4f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--world-size", type=int, default=None, help="ranks, one per GPU (default: every GPU)")
+    p.add_argument("--quick", action="store_true", help="two GEMM shapes, four sizes, fewer iterations")
+    p.add_argument("--out", default=None, help="also write the table (markdown) and the raw JSON next to it")
+    args = p.parse_args(argv)
+    os.environ.setdefault("TRITON_DIST_BACKEND", "cuda")
+    os.environ.setdefault("TRITON_DIST_HEAP_SIZE", str(6 << 30))
+    import triton_dist
+    from backend_cuda.runtime import device_count
+    n = args.world_size or device_count()
+    if n < 1:
+        print("bench_cuda: no NVIDIA GPU here (nvidia-smi not on PATH)", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    res = triton_dist.launch(_rank, args.quick, world_size=n, backend="cuda", timeout=580).values[0]
+    text = _table(res) + f"\n\n(bench_cuda.py, {time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s)"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+        with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
