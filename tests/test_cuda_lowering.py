@@ -77,8 +77,8 @@ CHILD = textwrap.dedent(r"""
                  PART="i32", epoch="i32", BLOCK="constexpr"), dict(BLOCK=1024)),
         "ag_gemm": (G._ag_gemm_kernel, dict(a="*bf16", b="*bf16", ws="*bf16", sig="*i32", out="*bf16", m="i32",
                     N="i32", K="i32", T="i32", epoch="i32", NP="constexpr", BM="constexpr", BN="constexpr",
-                    BK="constexpr", ES="constexpr", UPCAST="constexpr", PREC="constexpr"),
-                    dict(NP=2, BM=128, BN=256, BK=64, ES=2, UPCAST=False, PREC="tf32")),
+                    BK="constexpr", ES="constexpr", UPCAST="constexpr", PREC="constexpr", GM="constexpr"),
+                    dict(NP=2, BM=128, BN=256, BK=64, ES=2, UPCAST=False, PREC="tf32", GM=8)),
     }
     out = {}
     for name, (fn, sig, consts) in cases.items():

@@ -101,9 +101,12 @@ CASES = {
     "all_reduce_ring": [dict(x=(7, 9)), dict(x=(3,)), dict(x=(1300,))],
     "all_to_all": [dict(rows=2, rest=(3, 3)), dict(rows=1, rest=()), dict(rows=13, rest=(100,))],
     "ag_gemm": [dict(mkn=(5, 40, 24), kw=SMALL_BLOCKS), dict(mkn=(18, 20, 17), kw=dict(launches=2, **SMALL_BLOCKS)),
-                dict(mkn=(3, 7, 5), kw={})],
+                dict(mkn=(3, 7, 5), kw={}),
+                # tiles visited in groups of 2 tile rows (the GPU default is 8), a part group at the end
+                dict(mkn=(40, 16, 48), kw=dict(group_m=2, block_m=16, block_n=16, block_k=16))],
     "gemm_rs": [dict(mkn=(5, 20, 24), kw=SMALL_BLOCKS), dict(mkn=(18, 20, 17), kw=dict(launches=2, **SMALL_BLOCKS)),
-                dict(mkn=(3, 7, 5), kw={})],
+                dict(mkn=(3, 7, 5), kw={}),
+                dict(mkn=(40, 16, 48), kw=dict(group_m=2, block_m=16, block_n=16, block_k=16))],
 }
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
@@ -447,7 +450,7 @@ def test_kernels_lower_to_aclshmem_calls(dt, ty):
     ptrs = {n: f"*{dt}" for n in ("x", "ws", "out", "a", "b")}
     ints = dict(E="i32", PART="i32", epoch="i32", CH="i32", m="i32", N="i32", K="i32", T="i32")
     es = {"bf16": 2, "fp16": 2, "fp32": 4}[dt]
-    gemm = dict(BM=32, BN=32, BK=32, UPCAST=False, PREC="tf32")
+    gemm = dict(BM=32, BN=32, BK=32, UPCAST=False, PREC="tf32", GM=1)
 
     def sig(*names):
         return {n: ptrs.get(n) or ints.get(n) or "*i32" for n in names}

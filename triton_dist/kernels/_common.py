@@ -131,6 +131,9 @@ class Profile:
             self.sms = props.multi_processor_count
         else:
             self.sms = 0
+        # GEMM tiles in groups of 8 tile rows on a GPU (B columns stay in L2 while 8 rows of
+        # tiles use them); row-major elsewhere
+        self.group_m = 8 if self.cuda else 1
 
     def parts(self, default_max: int, default_min: int) -> tuple[int, int]:
         """(most, fewest elements per) program instances of an element-wise collective."""
@@ -156,8 +159,15 @@ class Profile:
         return (128, 256, 64), dict(num_warps=8, num_stages=3)
 
 
+_profiles: dict = {}
+
+
 def profile() -> Profile:
-    return Profile()
+    """The profile of this process's backend and device (measured once)."""
+    key = (_backend.active().name, str(triton_dist.device()) if _backend.active().name == "cuda" else "")
+    if key not in _profiles:
+        _profiles[key] = Profile()
+    return _profiles[key]
 
 
 def dot_precision(dtype) -> str:

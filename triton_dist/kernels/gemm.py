@@ -61,13 +61,23 @@ def _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM: tl.constexpr, BN:
     return acc
 
 
+@triton.jit
+def _grouped(w, ROWS, TN, GM: tl.constexpr):
+    """Tile w of a ROWS x TN grid of tiles, in groups of GM tile rows (column by column inside
+    a group), so tiles that run together share B columns in L2; GM = 1 is row-major order."""
+    per_group = GM * TN
+    first = (w // per_group) * GM
+    size = tl.minimum(ROWS - first, GM)
+    return first + (w % per_group) % size, (w % per_group) // size
+
+
 # One kernel per op holds both roles.  Programs [0, NP) produce and the others consume; a producer-only
 # launch passes NP = its grid size, a consumer-only launch NP = 0.
 
 @triton.jit
 def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ES: tl.constexpr, UPCAST: tl.constexpr,
-                    PREC: tl.constexpr):
+                    PREC: tl.constexpr, GM: tl.constexpr):
     pid = tl.program_id(0)
     me = dl.rank()
     n = dl.num_ranks()
@@ -89,8 +99,9 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
         rm = tl.arange(0, BM)
         rk = tl.arange(0, BK)
         for w in range(c, total_m * TN, NC):
-            pid_m = (w // TN + me * T) % total_m
-            n0 = (w % TN) * BN
+            gm, gn = _grouped(w, total_m, TN, GM)
+            pid_m = (gm + me * T) % total_m
+            n0 = gn * BN
             src = pid_m // T
             t = pid_m % T
             rows = tl.minimum(BM, m - t * BM)
@@ -112,7 +123,7 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
 @triton.jit
 def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr,
-                    PREC: tl.constexpr):
+                    PREC: tl.constexpr, GM: tl.constexpr):
     pid = tl.program_id(0)
     me = dl.rank()
     n = dl.num_ranks()
@@ -125,8 +136,7 @@ def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
         rk = tl.arange(0, BK)
         for w in range(pid, n * per_dst, NP):
             dst = (me + 1 + w // per_dst) % n
-            t = (w % per_dst) // TN
-            tn = w % TN
+            t, tn = _grouped(w % per_dst, T, TN, GM)
             rn = tn * BN + tl.arange(0, BN)
             rows = tl.minimum(BM, m - t * BM)
             a_ptrs = a + (dst * m + t * BM + rm[:, None]) * K + rk[None, :]
@@ -146,14 +156,15 @@ def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
         c = pid - NP
         NC = tl.num_programs(0) - NP
         for w in range(c, per_dst, NC):
-            t = w // TN
-            rn = (w % TN) * BN + tl.arange(0, BN)
+            t, tn = _grouped(w, T, TN, GM)          # the order the producers make them in
+            rn = tn * BN + tl.arange(0, BN)
             rows = tl.minimum(BM, m - t * BM)
             mask = (rm[:, None] < rows) & (rn[None, :] < N)
             acc = tl.full((BM, BN), 0.0, tl.float32)
             for i in range(1, n + 1):
                 src = (me - i + n) % n
-                tok = dl.wait(sig + (src * per_dst + w) * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
+                tok = dl.wait(sig + (src * per_dst + t * TN + tn) * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire",
+                              epoch)
                 buf = dl.consume_token(ws, tok)
                 acc += tl.load(buf + (src * m + t * BM + rm[:, None]) * N + rn[None, :], mask=mask).to(tl.float32)
             tl.store(out + (t * BM + rm[:, None]) * N + rn[None, :], acc.to(out.dtype.element_ty), mask=mask)
@@ -199,11 +210,12 @@ def _setup(op, a, b, block_m, block_n, block_k, producers, consumers, heavy):
 
 def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
             block_m: int | None = None, block_n: int | None = None, block_k: int | None = None,
-            producers: int | None = None, consumers: int | None = None) -> torch.Tensor:
+            producers: int | None = None, consumers: int | None = None, group_m: int | None = None) -> torch.Tensor:
     """all_gather(a_shard) @ b, the gather overlapped with the GEMM tile by tile (collective).
 
     a_shard: (m, K) on every rank; b: (K, N), the same on every rank.  Returns (world_size * m, N).
-    Block sizes and program counts default to what suits the backend (kernels/_common.Profile).
+    Block sizes, program counts and group_m (output tiles are visited in groups of group_m
+    tile rows, for L2 reuse) default to what suits the backend (kernels/_common.Profile).
     """
     op = "ag_gemm"
     C.check_launches(op, launches)
@@ -228,7 +240,7 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     NP = min(max_np, (n - 1) * T)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
     meta = dict(BM=BM, BN=BN, BK=BK, ES=ES, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype),
-                **launch_opts)
+                GM=C.check_block(op, "group_m", C.profile().group_m if group_m is None else group_m), **launch_opts)
     if launches == 1:
         _ag_gemm_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
@@ -240,11 +252,11 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
             block_m: int | None = None, block_n: int | None = None, block_k: int | None = None,
-            producers: int | None = None, consumers: int | None = None) -> torch.Tensor:
+            producers: int | None = None, consumers: int | None = None, group_m: int | None = None) -> torch.Tensor:
     """reduce_scatter(a @ b): every rank holds its own K-slice, a: (M, K_local), b: (K_local, N);
     returns this rank's M / world_size rows of the sum, reduced tile by tile as the GEMM
-    produces them (collective).  Block sizes and program counts default to what suits the
-    backend (kernels/_common.Profile)."""
+    produces them (collective).  Block sizes, program counts and group_m default to what suits
+    the backend (kernels/_common.Profile)."""
     op = "gemm_rs"
     C.check_launches(op, launches)
     a, b = _check_gemm(op, a, b, "a")
@@ -265,7 +277,8 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     NP = min(max_np, n * T * TN)
     NC = min(max_nc, T * TN)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
-    meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype), **launch_opts)
+    meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype),
+                GM=C.check_block(op, "group_m", C.profile().group_m if group_m is None else group_m), **launch_opts)
     if launches == 1:
         _gemm_rs_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
