@@ -149,8 +149,60 @@ def _rank(quick):
                 _show(r, rows[-1])
             del x, out, y, z
             kernels.free_workspaces()
+    if n > 1:
+        # host cost of one small call: wall time per call while the GPU keeps up (launch-bound)
+        x = torch.randn(256, generator=gen, device=dev)
+        for name, f in (("all_gather", lambda: kernels.all_gather(x)),
+                        ("nccl all_gather", lambda: dist.all_gather_into_tensor(torch.empty(256 * n, device=dev), x,
+                                                                                group=nccl))):
+            for _ in range(20):
+                f()
+            torch.cuda.synchronize()
+            barrier()
+            t = time.perf_counter()
+            for _ in range(200):
+                f()
+            host_us = (time.perf_counter() - t) / 200 * 1e6
+            torch.cuda.synchronize()
+            rows.append(dict(op="host_us", what=name, host_us=host_us))
+            _show(r, rows[-1])
     props = torch.cuda.get_device_properties(dev)
     return dict(rank=r, world_size=n, gpu=props.name, sms=props.multi_processor_count, rows=rows)
+
+
+SWEEP = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 4, 4), (128, 128, 64, 8, 4),
+         (256, 128, 64, 8, 3), (128, 256, 32, 8, 5)]
+
+
+def _sweep_rank(shape):
+    """Time the GEMM ops under each tile config of SWEEP (GEMM tuning for the profile)."""
+    import torch
+
+    import triton_dist
+    from triton_dist import kernels
+    from triton_dist.kernels import _common as C
+    M, N, K = shape
+    r, n = triton_dist.rank(), triton_dist.world_size()
+    dev = triton_dist.device()
+    gen = torch.Generator(device=dev).manual_seed(1234)
+    b = torch.randn(K, N, generator=gen, device=dev, dtype=torch.bfloat16) / K ** 0.5
+    a_ag = torch.randn(M // n, K, generator=gen, device=dev, dtype=torch.bfloat16)
+    a_rs = torch.randn(M, K, generator=gen, device=dev, dtype=torch.bfloat16)
+    prof = C.profile()
+    rows = []
+    for bm, bn, bk, warps, stages in SWEEP:
+        prof.gemm = lambda dtype, c=(bm, bn, bk), o=dict(num_warps=warps, num_stages=stages): (c, o)
+        for gm in (8, 16):
+            row = dict(cfg=f"{bm}x{bn}x{bk} w{warps} s{stages} g{gm}")
+            for op, f in (("ag_gemm", lambda: kernels.ag_gemm(a_ag, b, group_m=gm)),
+                          ("gemm_rs", lambda: kernels.gemm_rs(a_rs, b, group_m=gm))):
+                try:
+                    row[op] = _timed(f, 5, 2, triton_dist.barrier)
+                except Exception as e:  # noqa: BLE001 - a config that does not fit (shared memory)
+                    row[op] = f"{type(e).__name__}"
+            _show(r, row)
+            rows.append(row)
+    return rows
 
 
 def _table(res) -> str:
@@ -173,6 +225,10 @@ def _table(res) -> str:
             name = row["op"] + (f" ({row['method']})" if "method" in row else "")
             lines.append(f"| {name} | {row['bytes']} | {bw(row['ours_ms']):.1f} | {bw(row['base_ms']):.1f} | "
                          f"{row['base_ms'] / row['ours_ms']:.2f} | {row['ours_ms']:.4f} | {row['base_ms']:.4f} |")
+    host = [row for row in res["rows"] if row["op"] == "host_us"]
+    if host:
+        lines += ["", "Host time per small call (1 KiB, 200 calls back to back, wall clock): " +
+                  ", ".join(f"{row['what']} {row['host_us']:.0f} us" for row in host)]
     return "\n".join(lines)
 
 
@@ -181,6 +237,7 @@ def main(argv=None) -> int:
     p.add_argument("--world-size", type=int, default=None, help="ranks, one per GPU (default: every GPU)")
     p.add_argument("--quick", action="store_true", help="two GEMM shapes, four sizes, fewer iterations")
     p.add_argument("--out", default=None, help="also write the table (markdown) and the raw JSON next to it")
+    p.add_argument("--sweep", action="store_true", help="time GEMM tile configs at M=8192 N=28672 K=8192 instead")
     args = p.parse_args(argv)
     os.environ.setdefault("TRITON_DIST_BACKEND", "cuda")
     os.environ.setdefault("TRITON_DIST_HEAP_SIZE", str(6 << 30))
@@ -191,6 +248,9 @@ def main(argv=None) -> int:
         print("bench_cuda: no NVIDIA GPU here (nvidia-smi not on PATH)", file=sys.stderr)
         return 2
     t0 = time.time()
+    if args.sweep:
+        triton_dist.launch(_sweep_rank, (8192, 28672, 8192), world_size=n, backend="cuda", timeout=580)
+        return 0
     res = triton_dist.launch(_rank, args.quick, world_size=n, backend="cuda", timeout=580).values[0]
     text = _table(res) + f"\n\n(bench_cuda.py, {time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s)"
     print(text)
