@@ -205,6 +205,28 @@ def _sweep_rank(shape):
     return rows
 
 
+def _sweep_rs_rank():
+    """GEMM+RS under several consumer (reduce) program counts."""
+    import torch
+
+    import triton_dist
+    from triton_dist import kernels
+    r = triton_dist.rank()
+    dev = triton_dist.device()
+    gen = torch.Generator(device=dev).manual_seed(1234)
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    for M, N, K in ((8192, 8192, 4096), (8192, 28672, 4096), (8192, 28672, 8192)):
+        b = torch.randn(K, N, generator=gen, device=dev, dtype=torch.bfloat16) / K ** 0.5
+        a = torch.randn(M, K, generator=gen, device=dev, dtype=torch.bfloat16)
+        row = dict(shape=f"{M}x{N}x{K}")
+        for nc in (8, 16, 24, 32, 48):
+            row[f"c{nc}"] = _timed(lambda: kernels.gemm_rs(a, b, producers=sms - nc, consumers=nc), 5, 2,
+                                   triton_dist.barrier)
+        _show(r, row)
+        del a, b
+        kernels.free_workspaces()
+
+
 def _table(res) -> str:
     lines = [f"{res['world_size']} x {res['gpu']} ({res['sms']} SMs); times in ms (CUDA events, mean of back-to-back "
              f"calls); speedup = baseline / ours", "",
@@ -237,7 +259,9 @@ def main(argv=None) -> int:
     p.add_argument("--world-size", type=int, default=None, help="ranks, one per GPU (default: every GPU)")
     p.add_argument("--quick", action="store_true", help="two GEMM shapes, four sizes, fewer iterations")
     p.add_argument("--out", default=None, help="also write the table (markdown) and the raw JSON next to it")
-    p.add_argument("--sweep", action="store_true", help="time GEMM tile configs at M=8192 N=28672 K=8192 instead")
+    p.add_argument("--sweep", choices=["tiles", "rs"], default=None,
+                   help="instead: time GEMM tile configs at M=8192 N=28672 K=8192 (tiles), or GEMM+RS "
+                        "consumer counts (rs)")
     args = p.parse_args(argv)
     os.environ.setdefault("TRITON_DIST_BACKEND", "cuda")
     os.environ.setdefault("TRITON_DIST_HEAP_SIZE", str(6 << 30))
@@ -248,8 +272,11 @@ def main(argv=None) -> int:
         print("bench_cuda: no NVIDIA GPU here (nvidia-smi not on PATH)", file=sys.stderr)
         return 2
     t0 = time.time()
-    if args.sweep:
+    if args.sweep == "tiles":
         triton_dist.launch(_sweep_rank, (8192, 28672, 8192), world_size=n, backend="cuda", timeout=580)
+        return 0
+    if args.sweep == "rs":
+        triton_dist.launch(_sweep_rs_rank, world_size=n, backend="cuda", timeout=580)
         return 0
     res = triton_dist.launch(_rank, args.quick, world_size=n, backend="cuda", timeout=580).values[0]
     text = _table(res) + f"\n\n(bench_cuda.py, {time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s)"
