@@ -139,15 +139,19 @@ class Profile:
         """(most, fewest elements per) program instances of an element-wise collective."""
         return (self.sms, 16 * 1024) if self.cuda else (default_max, default_min)
 
-    def programs(self, producers: int, consumers: int, heavy: str) -> tuple[int, int]:
+    def programs(self, producers: int, consumers: int, heavy: str, K: int = 0) -> tuple[int, int]:
         """Producer and consumer program counts of a GEMM op; `heavy` is the role that runs the GEMM."""
         if not self.cuda:
             return producers, consumers
-        # the light role (pushing A tiles / reducing finished tiles) gets 8 SMs, the GEMM the
-        # rest; alone on one GPU nothing is pushed, so AG+GEMM's GEMM gets every SM
-        light = 8
+        # The light role (pushing A tiles / reducing finished tiles) gets 8 SMs, the GEMM the
+        # rest; alone on one GPU nothing is pushed, so AG+GEMM's GEMM gets every SM.  GEMM+RS's
+        # reduction costs the same per output tile whatever K is, while the GEMM's time grows
+        # with K: below K = 8192 it gets 16 SMs (2 x H200, M=8192 N=28672: 16 reducers beat 8
+        # by 25% at K=4096, 8 beat 16 by 4% at K=8192; bench_cuda.py --sweep rs).
         if heavy == "consumer":
+            light = 8
             return (light, self.sms - light if triton_dist.world_size() > 1 else self.sms)
+        light = 8 if K >= 8192 else 16
         return (self.sms - light, light)
 
     def gemm(self, dtype) -> tuple[tuple[int, int, int], dict]:

@@ -204,7 +204,7 @@ def _setup(op, a, b, block_m, block_n, block_k, producers, consumers, heavy):
     BM, BN, BK = _blocks(op, dm if block_m is None else block_m, dn if block_n is None else block_n,
                          dk if block_k is None else block_k)
     dp, dc = prof.programs(*(AG_PRODUCERS, AG_CONSUMERS) if op == "ag_gemm" else (RS_PRODUCERS, RS_CONSUMERS),
-                           heavy=heavy)
+                           heavy=heavy, K=a.shape[1])
     return BM, BN, BK, launch_opts, _programs(op, producers, dp), _programs(op, consumers, dc)
 
 
