@@ -10,8 +10,9 @@ so an allocation has the same offset on every rank, as on Ascend.  Ranks that sh
 (TRITON_DIST_CUDA_SHARE_GPUS) map each other's heaps with CUDA IPC instead (heaps.py):
 torch symmetric memory refuses two ranks on one device.
 
-Process groups: gloo (the default group) for host barriers, agreement checks and the
-symmetric-memory rendezvous (which only needs the group's store).  One rank per GPU: rank r
+Process groups: the default group is "cpu:gloo,cuda:nccl" (user collectives on GPU tensors
+use NCCL); a gloo group does the host barriers and agreement checks, and the
+symmetric-memory rendezvous only needs the group's store.  One rank per GPU: rank r
 uses GPU LOCAL_RANK.  Nothing here touches CUDA before init(): importing triton_dist on a
 machine without a GPU (or in a launcher that forks ranks) never initializes it.
 
@@ -42,6 +43,7 @@ TIMEOUT_ENV = "TRITON_DIST_WAIT_TIMEOUT"
 DEFAULT_HEAP_BYTES = 1 << 30
 DEFAULT_WAIT_TIMEOUT = 10.0
 # NVLink multicast (NVLS) can take a shared host's GPUs out of service; nothing here uses it.
+PG_BACKENDS = "cpu:gloo,cuda:nccl"
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
@@ -103,6 +105,7 @@ class CudaBackend(Backend):
         self._alloc = None
         self._bases = []
         self._close = lambda: None
+        self._cpu = None                # gloo group for host barriers and agreement checks
         self._local_rank = 0
 
     # -- device side ------------------------------------------------------------------------------
@@ -128,16 +131,20 @@ class CudaBackend(Backend):
         import torch.distributed as dist
         if not dist.is_initialized():
             td = datetime.timedelta(seconds=max(60.0, float(timeout or 0)))
+            # torch.distributed calls on CUDA tensors go to NCCL (its communicator is made on
+            # first use), on CPU tensors to gloo
             if store is not None:
-                dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=td)
+                dist.init_process_group(PG_BACKENDS, store=store, rank=rank, world_size=world_size, timeout=td)
             elif "RANK" in os.environ:
-                dist.init_process_group("gloo", timeout=td)
+                dist.init_process_group(PG_BACKENDS, timeout=td)
             else:
                 raise TritonDistError(
                     "triton_dist.init(): no process group and no RANK/WORLD_SIZE in the environment; start the "
                     "script with torchrun --nproc-per-node=N (one process per GPU) or with triton_dist.launch")
             self._owns_group = True
         r, n = dist.get_rank(), dist.get_world_size()
+        # our own host barriers and agreement checks stay on gloo whatever the default group is
+        self._cpu = dist.new_group(backend="gloo")
         if n > devlib.MAX_PES:
             raise TritonDistError(f"backend 'cuda' supports at most {devlib.MAX_PES} ranks, got {n}")
         self._local_rank = int(os.environ.get("LOCAL_RANK", r))
@@ -173,7 +180,7 @@ class CudaBackend(Backend):
         self._alloc = HeapAllocator(nbytes)
         self._tensors = {}
         torch.cuda.synchronize()
-        dist.barrier()
+        dist.barrier(group=self._cpu)
 
     def _need(self):
         if self._heap is None:
@@ -229,11 +236,10 @@ class CudaBackend(Backend):
         self._need()            # before init no GPU is chosen (and CUDA must stay untouched)
         return torch.device("cuda", self._local_rank)
 
-    @staticmethod
-    def _all_gather(mine):
+    def _all_gather(self, mine):
         import torch.distributed as dist
         values = [None] * dist.get_world_size()
-        dist.all_gather_object(values, mine)
+        dist.all_gather_object(values, mine, group=self._cpu)
         return values
 
     def _agree(self, what, mine):
@@ -277,7 +283,7 @@ class CudaBackend(Backend):
         self._need()
         torch.cuda.synchronize()
         self.check()
-        dist.barrier()
+        dist.barrier(group=self._cpu)
 
 
 def format_report(rank, rec, bases, heap_bytes, tensors) -> str:

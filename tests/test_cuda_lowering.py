@@ -139,3 +139,25 @@ def test_consume_token_keeps_the_gemm_pipelined(compiled):
     # the A tiles are loaded through dl.consume_token; the K loop still uses asynchronous copies
     assert "cp.async" in compiled["ag_gemm"]["ptx"]
     assert "wgmma" in compiled["ag_gemm"]["ptx"]
+
+
+def test_without_a_gpu_backend_cuda_imports_and_refuses_clearly():
+    """Importing triton_dist for backend 'cuda' touches no GPU; launching says what is missing."""
+    if os.environ.get("PATH") and __import__("shutil").which("nvidia-smi"):
+        pytest.skip("this machine has a GPU")
+    code = textwrap.dedent("""
+        import triton_dist, torch
+        assert triton_dist.backend.resolve() == "cuda"
+        try:
+            triton_dist.launch(lambda: 0, world_size=2)
+        except triton_dist.TritonDistError as e:
+            print("ERR", e)
+        print("cuda initialized:", torch.cuda.is_initialized())
+    """)
+    env = dict(os.environ, TRITON_DIST_BACKEND="cuda")
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ERR launch(backend='cuda') needs an NVIDIA GPU (nvidia-smi is not on PATH)" in proc.stdout
+    assert "cuda initialized: False" in proc.stdout

@@ -72,8 +72,11 @@ def test_need_ranks_skips_only_on_cuda(monkeypatch):
     monkeypatch.setattr(runtime, "device_count", lambda: 2)
     need_ranks("sim", 8)                    # the simulator runs any number of ranks
     need_ranks("cuda", 2)
-    with pytest.raises(pytest.skip.Exception, match="needs 3 GPUs, this machine has 2"):
+    monkeypatch.delenv("TRITON_DIST_CUDA_SHARE_GPUS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="3 ranks need 3 GPUs .* this machine has 2"):
         need_ranks("cuda", 3)
+    monkeypatch.setenv("TRITON_DIST_CUDA_SHARE_GPUS", "1")    # ranks may share GPUs: no skip
+    need_ranks("cuda", 3)
 
 
 SESSION_TEST = '''

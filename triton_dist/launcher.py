@@ -143,9 +143,12 @@ def _td(seconds):
     return datetime.timedelta(seconds=max(30.0, float(seconds)))
 
 
-def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeout=60.0,
+def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeout=60.0,
            memory_model=None, barrier_plus_one=True, trace=None, race_check=None, **kwargs) -> LaunchResult:
-    """Run fn(*args, **kwargs) in `world_size` simulated ranks; return their values in rank order.
+    """Run fn(*args, **kwargs) in `world_size` ranks; return their values in rank order.
+
+    backend: "sim" (simulated ranks), "cuda" (one GPU per rank) or "npu"; None: the backend
+    this process compiles or interprets kernels for (TRITON_DIST_BACKEND, default auto).
 
     schedule: "free" (default), "random" or "pct"; seed: for the deterministic schedules
     (None: a random one, reported in the result); memory_model: "ascend" (default) or
@@ -157,6 +160,9 @@ def launch(fn, *args, world_size, backend="sim", schedule=None, seed=None, timeo
     """
     from sim import board as B
     from sim import heap
+    if backend is None:
+        from . import backend as _backend
+        backend = _backend.resolve()      # where this process's kernels run (interpreted or compiled)
     schedule = DEFAULTS["schedule"] if schedule is None else schedule
     memory_model = DEFAULTS["memory_model"] if memory_model is None else memory_model
     seed = DEFAULTS["seed"] if seed is None else seed
@@ -283,6 +289,13 @@ def main_or_launch(main, world_size=4) -> int:
         from . import finalize
         finalize()
         return 0 if ok else 1
+    from . import backend as _backend
+    if _backend.resolve() == "cuda":
+        from backend_cuda.runtime import device_count
+        if 0 < device_count() < world_size:
+            print(f"[triton_dist] {device_count()} GPU(s) here: running {device_count()} ranks instead of "
+                  f"{world_size}", file=sys.stderr)
+            world_size = device_count()
     return 0 if all(launch(main, world_size=world_size).values) else 1
 
 
