@@ -39,7 +39,7 @@ def main():
     triton_dist.barrier()
     allgather_kernel[(1,)](x, gathered, sig, N=n, SLOT=SLOT)
     want = torch.cat([torch.arange(n, dtype=torch.float32) + 100 * r for r in range(world)])
-    ok = torch.equal(gathered, want)
+    ok = torch.equal(gathered.cpu(), want)
     triton_dist.barrier()
     if rank == 0:
         print(f"allgather on {world} ranks: {'OK' if ok else 'WRONG'}; rank 0 holds {gathered.tolist()}")
