@@ -43,6 +43,12 @@ INT32_LIMIT = 2 ** 31 - 1
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
+# Triton specializes an int argument equal to 1 or divisible by 16; the epoch changes every
+# call, so without this a kernel is compiled three times, the third when the epoch first
+# reaches a multiple of 16, in the middle of a run (on the GPU: 5-call means of 150-440 ms
+# instead of ~7 ms, i.e. one ~2 s GEMM compile, in bench_cuda.py's sweeps).
+ONE_COMPILE_FOR_EVERY_EPOCH = dict(do_not_specialize=["epoch"])
+
 
 def _round_up(n: int, a: int) -> int:
     return (n + a - 1) // a * a

@@ -37,7 +37,7 @@ MAX_PARTS = 8         # program instances per launch of the element-wise collect
 MAX_BLOCK = 2048      # elements per block load/store
 
 
-@triton.jit
+@triton.jit(**C.ONE_COMPILE_FOR_EVERY_EPOCH)
 def _gather_kernel(x, ws, sig, out, E, PART, epoch,
                    SCATTER: tl.constexpr, ES: tl.constexpr, BLOCK: tl.constexpr):
     """all_gather (SCATTER=False: every peer gets all of x) or all_to_all (SCATTER=True:
@@ -74,7 +74,7 @@ def _gather_kernel(x, ws, sig, out, E, PART, epoch,
             tl.store(out + src_rank * E + start + off + offs, tl.load(buf + off + offs, mask=m), mask=m)
 
 
-@triton.jit
+@triton.jit(**C.ONE_COMPILE_FOR_EVERY_EPOCH)
 def _reduce_kernel(x, ws, sig, out, E, PART, epoch,
                    SCATTER: tl.constexpr, ES: tl.constexpr, BLOCK: tl.constexpr):
     """reduce_scatter (SCATTER=True: peer d gets chunk d of x) or one-shot all_reduce
@@ -111,7 +111,7 @@ def _reduce_kernel(x, ws, sig, out, E, PART, epoch,
         tl.store(out + start + off + offs, acc.to(out.dtype.element_ty), mask=m)
 
 
-@triton.jit
+@triton.jit(**C.ONE_COMPILE_FOR_EVERY_EPOCH)
 def _ring_kernel(x, ws, sig, out, E, CH, PART, epoch, BLOCK: tl.constexpr):
     """Ring all_reduce.  x is cut into n chunks of CH elements (the last may be shorter);
     program g owns part g (PART elements) of every chunk.  ws: n-1 reduce-scatter receive

@@ -74,7 +74,7 @@ def _grouped(w, ROWS, TN, GM: tl.constexpr):
 # One kernel per op holds both roles.  Programs [0, NP) produce and the others consume; a producer-only
 # launch passes NP = its grid size, a consumer-only launch NP = 0.
 
-@triton.jit
+@triton.jit(**C.ONE_COMPILE_FOR_EVERY_EPOCH)
 def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ES: tl.constexpr, UPCAST: tl.constexpr,
                     PREC: tl.constexpr, GM: tl.constexpr):
@@ -120,7 +120,7 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             tl.store(optr, acc.to(out.dtype.element_ty), mask=(rm[:, None] < rows) & (rn[None, :] < N))
 
 
-@triton.jit
+@triton.jit(**C.ONE_COMPILE_FOR_EVERY_EPOCH)
 def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, UPCAST: tl.constexpr,
                     PREC: tl.constexpr, GM: tl.constexpr):
