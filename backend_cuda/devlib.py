@@ -427,24 +427,18 @@ done:
   ret void
 }
 
-define internal void @td_put(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site) #0 {
+; putmem (%put true: dst is on PE pe) or getmem (src is on PE pe), by every thread of the program
+define internal void @td_rma(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site,
+                             i1 %put) #0 {
   call void @td_bar()
   %d = ptrtoint ptr addrspace(1) %dst to i64
   %s = ptrtoint ptr addrspace(1) %src to i64
-  %rd = call i64 @td_translate(i64 %d, i32 %pe, i32 %site)
+  %remote = select i1 %put, i64 %d, i64 %s
+  %r = call i64 @td_translate(i64 %remote, i32 %pe, i32 %site)
+  %to = select i1 %put, i64 %r, i64 %d
+  %from = select i1 %put, i64 %s, i64 %r
   %n = zext i32 %nbytes to i64
-  call void @td_copy(i64 %rd, i64 %s, i64 %n)
-  call void @td_bar()
-  ret void
-}
-
-define internal void @td_getm(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site) #0 {
-  call void @td_bar()
-  %d = ptrtoint ptr addrspace(1) %dst to i64
-  %s = ptrtoint ptr addrspace(1) %src to i64
-  %rs = call i64 @td_translate(i64 %s, i32 %pe, i32 %site)
-  %n = zext i32 %nbytes to i64
-  call void @td_copy(i64 %d, i64 %rs, i64 %n)
+  call void @td_copy(i64 %to, i64 %from, i64 %n)
   call void @td_bar()
   ret void
 }
@@ -677,17 +671,17 @@ def _exports() -> dict[str, str]:
     for t in S.TYPE_NAMES.values():
         for op in ("putmem", "putmem_nbi"):
             add(S.SHMEM_OPS[op].symbol_for(t), rma, "i32",
-                ["call void @td_put(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site)",
+                ["call void @td_rma(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site, i1 true)",
                  "ret i32 0"])
         for op in ("getmem", "getmem_nbi"):
             add(S.SHMEM_OPS[op].symbol_for(t), rma, "i32",
-                ["call void @td_getm(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site)",
+                ["call void @td_rma(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site, i1 false)",
                  "ret i32 0"])
         for op in ("putmem_signal", "putmem_signal_nbi"):
             add(S.SHMEM_OPS[op].symbol_for(t),
                 [("dst", PTR), ("src", PTR), ("nbytes", "i32"), ("sig", PTR), ("val", "i32"), ("op", "i32"),
                  ("pe", "i32"), site], "i32",
-                ["call void @td_put(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site)",
+                ["call void @td_rma(ptr addrspace(1) %dst, ptr addrspace(1) %src, i32 %nbytes, i32 %pe, i32 %site, i1 true)",
                  "call void @td_signal(ptr addrspace(1) %sig, i32 %val, i32 %op, i32 %pe, i32 %site)", "ret i32 0"])
     # ordering and barriers
     for sym in ("aclshmem_quiet", "aclshmem_fence"):

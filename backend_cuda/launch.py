@@ -42,7 +42,7 @@ def _rank_main(rank, world_size, listener, timeout, fn, args, kwargs, conn):
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                           LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND="cuda")
         from triton_dist import backend
-        from triton_dist.launcher import rank_store
+        from triton_dist.launcher import pack_value, rank_store
         store = rank_store(rank, world_size, listener, timeout)
         be = backend.active()
         be.init(rank, world_size, store=store, timeout=timeout)
@@ -50,12 +50,7 @@ def _rank_main(rank, world_size, listener, timeout, fn, args, kwargs, conn):
         import torch
         torch.cuda.synchronize()
         be.check()                  # a device-side wait that gave up fails the rank
-        try:
-            result = dill.dumps(("ok", to_cpu(value)))
-        except Exception as e:  # noqa: BLE001
-            result = dill.dumps(("err", "PicklingError",
-                                 f"the return value of rank {rank} ({type(value).__name__}) cannot be sent back to "
-                                 f"the launcher: {e}. Return plain data (numbers, lists, tensors).", ""))
+        result = pack_value(rank, to_cpu(value))
     except DeadlockError as e:
         result = dill.dumps(("deadlock", e.message, e.report))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
@@ -72,7 +67,7 @@ def launch(fn, *args, world_size, timeout=60.0, **kwargs) -> list:
     import multiprocess as mp
     import torch
 
-    from triton_dist.launcher import collect
+    from triton_dist.launcher import collect, teardown
 
     from .runtime import missing, ranks_fit
     need = missing()
@@ -103,12 +98,5 @@ def launch(fn, *args, world_size, timeout=60.0, **kwargs) -> list:
             pipes.append(rd)
         outcomes = collect(procs, pipes, None, timeout, start)
     finally:
-        for p in procs:
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
-        for p in procs:
-            p.join()
-        for c in pipes:
-            c.close()
-        listener.close()
+        teardown(procs, pipes, listener)
     return [rest[0] for _, *rest in outcomes]

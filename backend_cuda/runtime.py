@@ -32,7 +32,7 @@ import numpy as np
 
 from triton_dist.backend import Backend
 from triton_dist.errors import DeadlockError, TritonDistError
-from triton_dist.host_checks import require_agreement, symm_shape_dtype
+from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype
 from triton_dist.symm_heap import RESERVED_BYTES, HeapAllocator
 
 from . import devlib
@@ -250,10 +250,7 @@ class CudaBackend(Backend):
         self._need()
         shape, dtype = symm_shape_dtype(shape, dtype)
         self._agree("symm_tensor", ("symm_tensor", self._alloc.next_id, shape, str(dtype)))
-        numel = 1
-        for s in shape:
-            numel *= s
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        nbytes = symm_nbytes(shape, dtype)
         a = self._alloc.alloc(nbytes, f"symm tensor #{self._alloc.next_id} ({str(dtype)[6:]}{list(shape)})")
         t = self._heap[a.offset:a.offset + a.nbytes]
         t.zero_()

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from triton_dist.backend import Backend
 from triton_dist.errors import TritonDistError
-from triton_dist.host_checks import require_agreement, symm_shape_dtype
+from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype
 
 from . import board as B
 from . import cache, context, heap, interp, primitives, schedulers
@@ -151,10 +151,7 @@ class SimBackend(Backend):
         shape, dtype = symm_shape_dtype(shape, dtype)
         hs = rt.heaps
         self._agree("symm_tensor", ("symm_tensor", hs.allocator.next_id, shape, str(dtype)))
-        numel = 1
-        for s in shape:
-            numel *= s
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        nbytes = symm_nbytes(shape, dtype)
         a = hs.allocator.alloc(nbytes, f"symm tensor #{hs.allocator.next_id} ({str(dtype)[6:]}{list(shape)})")
         buf = hs.maps[rt.rank]
         t = torch.frombuffer(buf, dtype=torch.uint8, count=a.nbytes, offset=a.offset)

@@ -25,3 +25,12 @@ def require_agreement(what: str, values: list) -> None:
         raise TritonDistError(
             f"{what} is collective: every rank must call it in the same order with the same "
             f"arguments, but they differ ({detail})")
+
+
+def symm_nbytes(shape, dtype) -> int:
+    """Bytes of a tensor of this (checked) shape and dtype."""
+    import torch
+    numel = 1
+    for s in shape:
+        numel *= s
+    return numel * torch.empty((), dtype=dtype).element_size()

@@ -105,13 +105,7 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         if options.get("race") is not None:
             from sim import race
             race.dump_active()        # this rank's access log, for the launcher's analysis
-        try:
-            result = dill.dumps(("ok", value))
-        except Exception as e:  # noqa: BLE001
-            result = dill.dumps(("err", "PicklingError",
-                                 f"the return value of rank {rank} ({type(value).__name__}) cannot be "
-                                 f"sent back to the launcher: {e}. Return plain data (numbers, lists, "
-                                 f"CPU tensors).", ""))
+        result = pack_value(rank, value)
     except DeadlockError as e:
         result = dill.dumps(("deadlock", e.message, e.report))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
@@ -123,6 +117,29 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         conn.close()
     finally:
         os._exit(0)
+
+
+def pack_value(rank, value) -> bytes:
+    """A rank's return value as the message the launcher reads (or the error saying why it can't be)."""
+    import dill
+    try:
+        return dill.dumps(("ok", value))
+    except Exception as e:  # noqa: BLE001
+        return dill.dumps(("err", "PicklingError",
+                           f"the return value of rank {rank} ({type(value).__name__}) cannot be sent back to the "
+                           f"launcher: {e}. Return plain data (numbers, lists, tensors).", ""))
+
+
+def teardown(procs, pipes, listener) -> None:
+    """Kill the ranks still running, reap them all, close their pipes and the listener."""
+    for p in procs:
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGKILL)
+    for p in procs:
+        p.join()
+    for c in pipes:
+        c.close()
+    listener.close()
 
 
 def rank_store(rank, world_size, listener, timeout):
@@ -239,14 +256,7 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
                 LAST_FAILURE.update(schedule=schedule, seed=seed, memory_model=memory_model)
             raise
     finally:
-        for p in procs:
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
-        for p in procs:
-            p.join()
-        for c in pipes:
-            c.close()
-        listener.close()
+        teardown(procs, pipes, listener)
         if trace_dir is not None:
             import shutil
             from sim import trace as T
