@@ -106,6 +106,7 @@ class CudaBackend(Backend):
         self._bases = []
         self._close = lambda: None
         self._cpu = None                # gloo group for host barriers and agreement checks
+        self._wait_timeout = 0.0
         self._local_rank = 0
 
     # -- device side ------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ class CudaBackend(Backend):
             wait_timeout = min(wait_timeout, max(1.0, float(timeout) / 3))
         self._agree("init", ("init", nbytes))
         from . import heaps
-        if n > ndev:
+        if int(os.environ.get("LOCAL_WORLD_SIZE", n)) > ndev:        # ranks share GPUs
             heap, self._bases, self._close, handle = heaps.ipc_heap(nbytes, dev, self._all_gather)
         else:
             heap, self._bases, self._close, handle = heaps.symm_mem_heap(nbytes, dev, dist.group.WORLD)
@@ -173,6 +174,7 @@ class CudaBackend(Backend):
         state[devlib.STATE_RANK], state[devlib.STATE_N_PES], state[devlib.STATE_HEAP_SIZE] = r, n, nbytes
         state[devlib.STATE_REPORT] = self._report.data_ptr()
         state[devlib.STATE_TIMEOUT_NS] = int(wait_timeout * 1e9)
+        self._wait_timeout = wait_timeout
         state[devlib.STATE_BASES:devlib.STATE_BASES + n] = self._bases
         from . import loader
         loader.install(state)
@@ -197,12 +199,8 @@ class CudaBackend(Backend):
         from . import loader
         rec = devlib.decode_report(values, loader.module_names())
         raise DeadlockError(f"rank {self.rank()}: a device-side wait saw no progress for "
-                            f"{self._timeout_s():g} s and gave up", format_report(self.rank(), rec, self._bases,
+                            f"{self._wait_timeout:g} s and gave up", format_report(self.rank(), rec, self._bases,
                                                                                  self._alloc.size, self._tensors))
-
-    def _timeout_s(self):
-        from . import loader
-        return float(loader._state[devlib.STATE_TIMEOUT_NS]) / 1e9 if loader._state is not None else 0.0
 
     def finalize(self):
         if self._heap is None:
