@@ -314,25 +314,25 @@ def complete_pending(c):
         c.pending.pop(0)()
 
 
-@primitive("aclshmem_quiet")
-def quiet(rt):
-    """Pipe barrier (all issued transfers complete) + dcci of the entire cache."""
-    c = _core_or_error("quiet")
+def _quiet(rt, what):
+    """Pipe barrier (all issued transfers complete) + dcci of the entire cache: what the device
+    library does for both quiet and fence (SEMANTICS section 3)."""
+    c = _core_or_error(what)
     complete_pending(c)
     if rt.race is not None:
         rt.race.quiet()
-    _trace(rt, "quiet (dcci entire cache)")
+    _trace(rt, f"{what} (dcci entire cache)")
     rt.memory.dcci_all()
+
+
+@primitive("aclshmem_quiet")
+def quiet(rt):
+    _quiet(rt, "quiet")
 
 
 @primitive("aclshmem_fence")
 def fence(rt):
-    c = _core_or_error("fence")
-    complete_pending(c)
-    if rt.race is not None:
-        rt.race.quiet()
-    _trace(rt, "fence (dcci entire cache)")
-    rt.memory.dcci_all()
+    _quiet(rt, "fence")
 
 
 # ---- barrier -----------------------------------------------------------------------------------

@@ -197,15 +197,18 @@ def _programs(op, given, default):
     return given
 
 
-def _setup(op, a, b, block_m, block_n, block_k, producers, consumers, heavy):
-    """Block sizes, launch options and (producers, consumers) for this call on this backend."""
+def _setup(op, a, block_m, block_n, block_k, producers, consumers, group_m, heavy):
+    """(compile-time arguments and launch options, most producers, most consumers) for this call
+    on this backend."""
     prof = C.profile()
     (dm, dn, dk), launch_opts = prof.gemm(a.dtype)
     BM, BN, BK = _blocks(op, dm if block_m is None else block_m, dn if block_n is None else block_n,
                          dk if block_k is None else block_k)
     dp, dc = prof.programs(*(AG_PRODUCERS, AG_CONSUMERS) if op == "ag_gemm" else (RS_PRODUCERS, RS_CONSUMERS),
                            heavy=heavy, K=a.shape[1])
-    return BM, BN, BK, launch_opts, _programs(op, producers, dp), _programs(op, consumers, dc)
+    meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype),
+                GM=C.check_block(op, "group_m", prof.group_m if group_m is None else group_m), **launch_opts)
+    return meta, _programs(op, producers, dp), _programs(op, consumers, dc)
 
 
 def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
@@ -220,8 +223,8 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     op = "ag_gemm"
     C.check_launches(op, launches)
     a, b = _check_gemm(op, a_shard, b, "a_shard")
-    BM, BN, BK, launch_opts, max_np, max_nc = _setup(op, a, b, block_m, block_n, block_k, producers, consumers,
-                                                     heavy="consumer")
+    meta, max_np, max_nc = _setup(op, a, block_m, block_n, block_k, producers, consumers, group_m, heavy="consumer")
+    BM, BN = meta["BM"], meta["BN"]
     r, n = C.world()
     m, K = a.shape
     N = b.shape[1]
@@ -239,8 +242,7 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     NC = min(max_nc, n * T * TN)
     NP = min(max_np, (n - 1) * T)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
-    meta = dict(BM=BM, BN=BN, BK=BK, ES=ES, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype),
-                GM=C.check_block(op, "group_m", C.profile().group_m if group_m is None else group_m), **launch_opts)
+    meta["ES"] = ES
     if launches == 1:
         _ag_gemm_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
@@ -260,8 +262,8 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     op = "gemm_rs"
     C.check_launches(op, launches)
     a, b = _check_gemm(op, a, b, "a")
-    BM, BN, BK, launch_opts, max_np, max_nc = _setup(op, a, b, block_m, block_n, block_k, producers, consumers,
-                                                     heavy="producer")
+    meta, max_np, max_nc = _setup(op, a, block_m, block_n, block_k, producers, consumers, group_m, heavy="producer")
+    BM, BN = meta["BM"], meta["BN"]
     r, n = C.world()
     M, K = a.shape
     N = b.shape[1]
@@ -277,8 +279,6 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     NP = min(max_np, n * T * TN)
     NC = min(max_nc, T * TN)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
-    meta = dict(BM=BM, BN=BN, BK=BK, UPCAST=C.dot_upcast(a.dtype), PREC=C.dot_precision(a.dtype),
-                GM=C.check_block(op, "group_m", C.profile().group_m if group_m is None else group_m), **launch_opts)
     if launches == 1:
         _gemm_rs_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
