@@ -190,6 +190,11 @@ def consume_token_type_name(ty: str) -> str:
     if ty.startswith("tensor<"):
         dims, elem = _tensor_parts(ty)
         if is_scalar_pointer(elem):
+            if len(dims) > S.CONSUME_TOKEN_MAX_RANK:
+                raise LoweringError(
+                    f"consume_token on a tensor of pointers of rank {len(dims)} ({ty}): the aclshmem device "
+                    f"library defines aclshmem_consume_token_<type>_ptr_<r>d for r = 1..{S.CONSUME_TOKEN_MAX_RANK} "
+                    f"only; reshape the pointers to at most {S.CONSUME_TOKEN_MAX_RANK} dimensions")
             return type_name(pointee(elem), what) + f"_ptr_{len(dims)}d"
         raise LoweringError(
             f"consume_token on a tensor of values ({ty}) has no aclshmem symbol: consume the token on "
@@ -355,6 +360,8 @@ def _lower_one(c: Carrier, func: Func, names: _Names) -> Lowered:
         if not is_scalar_pointer(ptr_ty):
             raise LoweringError(f"{where}: expected a scalar pointer first, got {ptr_ty}")
         spec = S.DL_OPS[op]
+        if op == "wait":
+            return _lower_wait(c, where, names)
         return Lowered(spec.symbol_for(type_name(pointee(ptr_ty), f"{where}")), ops, [], spec.effects)
     if op == "consume_token":
         spec = S.DL_OPS[op]
@@ -376,15 +383,34 @@ _IR_INT_DTYPES = {"i32": ("int32",), "i64": ("int64", "uint64")}
 _SIGNAL_IR_TYPE = {"int32": "i32", "int64": "i64", "uint64": "i64"}
 
 
-def _cast_int(value, src, dst, names):
+def _cast_int(value, src, dst, names, what="notify: the signal value"):
     if src == dst:
         return value, []
     new = names.fresh("sig")
     width = lambda t: int(t[1:])  # noqa: E731
     if not (re.fullmatch(r"i\d+", src) and re.fullmatch(r"i\d+", dst)):
-        raise LoweringError(f"notify: the signal value must be an integer, got {src}")
+        raise LoweringError(f"{what} must be an integer, got {src}")
     op = "arith.trunci" if width(src) > width(dst) else "arith.extsi"
     return new, [f"{new} = {op} {value} : {src} to {dst}"]
+
+
+# TTIR integers are signless: the signed dtype of each width stands for both signs (the
+# wait compares for equality).
+_WAIT_IR_DTYPES = {"i32": "int32", "i64": "int64"}
+
+
+def _lower_wait(c: Carrier, where, names) -> Lowered:
+    """aclshmem_wait_<int32|int64>(sig, n as i64, value): the wrapper's slot count is int64_t
+    (Shmem.cpp, ACLSHMEM_WAIT_WRAPPER); the carrier carries it as i32."""
+    (sig, sig_ty), (n, n_ty), (value, value_ty) = zip(c.operands, c.types)
+    elem = pointee(sig_ty)
+    dtype = _WAIT_IR_DTYPES.get(elem, S.IR_TYPE_NAMES.get(elem, elem))
+    try:
+        symbol = S.wait_symbol(dtype)
+    except ValueError as e:
+        raise LoweringError(f"{where}: {e}") from None
+    count, pre = _cast_int(n, n_ty, "i64", names, "wait: the slot count")
+    return Lowered(symbol, [(sig, sig_ty), (count, "i64"), (value, value_ty)], pre, S.DL_OPS["wait"].effects)
 
 
 def _lower_notify(c: Carrier, where, names) -> Lowered:

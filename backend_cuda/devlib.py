@@ -63,7 +63,9 @@ CMP_PLUS_ONE = 6          # td_cmp: value == want or want + 1 (the barrier's +1 
 LLVM_TYPES = {"bfloat16": "bfloat", "half": "half", "float": "float", "double": "double",
               "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
               "uint8": "i8", "uint16": "i16", "uint32": "i32", "uint64": "i64"}
-WAIT_TYPES = ("int32", "int64", "uint32", "uint64")   # signal slots are 32 or 64 bits
+# dl.wait symbols: one per signed width, as in AscendNPU-IR's Shmem.cpp (unsigned signals
+# are waited on by the same function: triton_dist/symbols.py wait_symbol)
+WAIT_TYPES = tuple(sorted(set(S.WAIT_SIGNAL_TYPES.values())))
 PTR = "ptr addrspace(1)"
 
 # Families whose CUDA function takes the trailing `site` argument (they translate or wait).
@@ -636,8 +638,7 @@ def _exports() -> dict[str, str]:
     # addresses
     ptr_body = ["%a = ptrtoint ptr addrspace(1) %p to i64", "%r = call i64 @td_translate(i64 %a, i32 %pe, i32 %site)",
                 "%q = inttoptr i64 %r to ptr addrspace(1)", "ret ptr addrspace(1) %q"]
-    add(S.SHMEM_OPS["remote_ptr"].symbol, [("p", PTR), ("pe", "i32"), site], PTR, ptr_body)
-    for t in S.TYPE_NAMES.values():
+    for t in S.TYPE_NAMES.values():          # dl.symm_at and libshmem_device.remote_ptr
         add(S.DL_OPS["symm_at"].symbol_for(t), [("p", PTR), ("pe", "i32"), site], PTR, ptr_body)
     # signals
     add("aclshmemx_signal_op", [("sig", PTR), ("val", "i32"), ("op", "i32"), ("pe", "i32"), site], "i32",

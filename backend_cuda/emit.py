@@ -104,11 +104,11 @@ def emit(op, operands, _semantic, **attrs):
     if op == "wait":
         ptr, n, wait_value = operands
         elem = ptr.type.element_ty
-        tn = _type_name(elem, "wait")
-        if tn not in devlib.WAIT_TYPES:
-            raise TritonDistError(f"dl.wait: signal slots on CUDA are 32- or 64-bit integers "
-                                  f"({', '.join(devlib.WAIT_TYPES)}), got {elem}")
-        return _call(_semantic, S.DL_OPS[op].symbol_for(tn),
+        try:                        # the rule every backend applies (triton_dist/symbols.py)
+            sym = S.wait_symbol(elem.name)
+        except ValueError as e:
+            raise TritonDistError(f"dl.{e}") from None
+        return _call(_semantic, sym,
                      [ptr, _as(n, tl.int32, _semantic, "wait numBarriers"),
                       _as(wait_value, elem, _semantic, "wait waitValue")], tl.int32, False, line)
     if op == "consume_token":

@@ -248,16 +248,94 @@ def test_symm_at(dt):
     assert op["ret"] == f"!tt.ptr<{IR_ELEM[dt]}>"
 
 
-@pytest.mark.parametrize("dt", ["i32", "i64", "fp32"])
-def test_wait(dt):
+# AscendNPU-IR Shmem.cpp (ACLSHMEM_WAIT_WRAPPER) defines
+#   int _mlir_ciface_aclshmem_wait_<int8..int64>(memref<TYPE> barrierPtr, int64_t numBarriers, TYPE waitVal)
+# only: the slot count is int64, and an unsigned signal (signless in TTIR) takes the signed
+# wrapper of its width.
+@pytest.mark.parametrize("dt,sym,elem", [("i32", "aclshmem_wait_int32", "i32"), ("i64", "aclshmem_wait_int64", "i64"),
+                                         ("u32", "aclshmem_wait_int32", "i32"), ("u64", "aclshmem_wait_int64", "i64")])
+def test_wait(dt, sym, elem):
     text = lower(k_wait, {"sig": f"*{dt}", "out": "*i32"})
     no_carriers_left(text)
-    sym = f"aclshmem_wait_{TYPE_NAMES[dt]}"
     op = only(text, sym)
     check_common(op, sym, core=VECTOR, pure=False, gm=[0])
     assert op["ret"] == "i32"
-    assert op["ins_t"][:2] == [f"!tt.ptr<{IR_ELEM[dt]}>", "i32"]
-    assert defs(text)[op["ins"][1]].startswith("arith.constant 4 ")
+    assert op["ins_t"] == [f"!tt.ptr<{elem}>", "i64", elem]
+    d = defs(text)
+    m = re.fullmatch(r"arith\.extsi (%\S+) : i32 to i64", d[op["ins"][1]])
+    assert m and d[m[1]] == "arith.constant 4 : i32"
+    assert d[op["ins"][2]] == f"arith.constant 1 : {elem}"
+
+
+WAIT_DTYPE_RULE = r"wait: signals must be 32- or 64-bit integers \(int32, int64, uint32, uint64\), got {}"
+
+
+@pytest.mark.parametrize("dt,name", [("fp32", "fp32"), ("fp16", "fp16"), ("bf16", "bf16"), ("i8", "int8"),
+                                     ("i16", "int16")])
+def test_wait_on_other_signal_dtypes_is_refused(dt, name):
+    """No aclshmem_wait_{float,half,bfloat16}: refused before any symbol is chosen."""
+    with pytest.raises(TritonDistError, match=WAIT_DTYPE_RULE.format(name)):
+        lower(k_wait, {"sig": f"*{dt}", "out": "*i32"})
+
+
+def _wait_fp32():
+    sig = triton_dist.symm_tensor((16,), torch.float32)
+    out = triton_dist.symm_tensor((1,), torch.int32)
+    k_wait[(1,)](sig, out)
+
+
+def test_the_simulator_refuses_a_float_wait_with_the_same_message():
+    with pytest.raises(triton_dist.RankError) as e:
+        triton_dist.launch(_wait_fp32, world_size=1)
+    assert re.search(WAIT_DTYPE_RULE.format("fp32"), str(e.value)), str(e.value)
+
+
+def test_the_text_pass_refuses_a_float_wait_carrier():
+    from backend_ascend.hivm import LoweringError, convert_text
+    text = ('module {\n  tt.func public @k(%arg0: !tt.ptr<f32>) attributes {noinline = false} {\n'
+            '    %c1_i32 = arith.constant 1 : i32\n    %cst = arith.constant 1.0 : f32\n'
+            '    %0 = tt.extern_elementwise %arg0, %c1_i32, %cst {libname = "triton_dist.dist", libpath = "", '
+            'pure = false, symbol = "triton_dist.wait", triton_dist.op = "wait"} : (!tt.ptr<f32>, i32, f32) -> i32\n'
+            '    tt.return\n  }\n}\n')
+    with pytest.raises(LoweringError, match=WAIT_DTYPE_RULE.format("float")):
+        convert_text(text)
+
+
+@triton.jit
+def k_remote_ptr(p, peer):
+    q = shm.remote_ptr(p, peer)
+    tl.store(q, tl.load(p))
+
+
+@pytest.mark.parametrize("dt", list(TYPE_NAMES))
+def test_remote_ptr_is_the_typed_aclshmem_ptr(dt):
+    """Shmem.cpp defines _mlir_ciface_aclshmem_ptr_<type> only (ACLSHMEM_PTR_WRAPPER), no untyped one."""
+    text = lower(k_remote_ptr, {"p": f"*{dt}", "peer": "i32"})
+    no_carriers_left(text)
+    sym = f"aclshmem_ptr_{TYPE_NAMES[dt]}"
+    op = only(text, sym)
+    check_common(op, sym, core=VECTOR, pure=False, gm=[0])
+    assert op["ins_t"] == [f"!tt.ptr<{IR_ELEM[dt]}>", "i32"] and op["ret"] == f"!tt.ptr<{IR_ELEM[dt]}>"
+    assert "aclshmem_ptr\"" not in text
+
+
+def test_remote_ptr_on_fp64_is_refused():
+    with pytest.raises(TritonDistError, match=r"remote_ptr: no aclshmem_ptr_<type> for element type fp64"):
+        lower(k_remote_ptr, {"p": "*fp64", "peer": "i32"})
+
+
+@triton.jit
+def k_consume_6d(sig, buf):
+    tok = dl.wait(sig, 1, "gpu", "acquire")
+    p = buf + tl.arange(0, 2).reshape(2, 1, 1, 1, 1, 1)
+    p = dl.consume_token(p, tok)
+    tl.store(buf + 2 + tl.arange(0, 2).reshape(2, 1, 1, 1, 1, 1), tl.load(p))
+
+
+def test_consume_token_of_pointers_beyond_rank_5_is_refused():
+    """CONSUME_TOKEN_PTR_WRAPPER instantiates _ptr_1d .. _ptr_5d."""
+    with pytest.raises(TritonDistError, match=r"rank 6 .* r = 1\.\.5 only"):
+        lower(k_consume_6d, {"sig": "*i32", "buf": "*fp32"})
 
 
 @pytest.mark.parametrize("dt", ["fp32", "bf16", "i8"])
@@ -480,7 +558,7 @@ def test_whole_kernel_lowering_changes_only_the_distributed_ops():
     n_carriers = sum("tt.extern_elementwise" in line for line in before)
     assert sum("hivm.hir.custom" in line for line in added) == n_carriers
     for line in added:                                            # and nothing else but their helpers
-        assert "hivm.hir.custom" in line or re.match(r"^\s*%dist_\w+ = (arith\.constant|arith\.trunci|"
+        assert "hivm.hir.custom" in line or re.match(r"^\s*%dist_\w+ = (arith\.constant|arith\.trunci|arith\.extsi|"
                                                      r"tensor\.empty)", line), line
     names = {op["attrs"]["symbol"] for op in customs("\n".join(after))}
     assert names == {"aclshmem_my_pe", "aclshmem_n_pes", "aclshmem_ptr_float", "aclshmemx_signal_op",

@@ -39,9 +39,13 @@ def signal_slot_stride(itemsize: int) -> int:
 
 
 # --- type names used in symbols (SEMANTICS §6) -----------------------------------------
-# Keyed by triton dtype name.
+# Keyed by triton dtype name.  Exactly the element types AscendNPU-IR's aclshmem wrapper
+# library instantiates its typed wrappers for (bishengir/lib/Template/lib/Shmem/Shmem.cpp:
+# ACLSHMEM_PTR_WRAPPER, ACLSHMEM_EXPAND_GETPUT_MEM_OPS, ... over half, float, bfloat16,
+# int8..int64, uint8..uint64; plus `char`, which no triton dtype names).  There is no
+# `double`: a kernel using fp64 with a typed op is refused on every backend.
 TYPE_NAMES = {
-    "bf16": "bfloat16", "fp16": "half", "fp32": "float", "fp64": "double",
+    "bf16": "bfloat16", "fp16": "half", "fp32": "float",
     "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
     "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
 }
@@ -110,7 +114,8 @@ SHMEM_OPS = {s.op: s for s in (
     _spec("n_pes", "aclshmem_n_pes", NONE),
     _spec("team_my_pe", "aclshmem_team_my_pe", NONE),
     _spec("team_n_pes", "aclshmem_team_n_pes", NONE),
-    _spec("remote_ptr", "aclshmem_ptr", READ_WRITE),
+    # Typed like symm_at: the wrapper library defines only _mlir_ciface_aclshmem_ptr_<type>.
+    _spec("remote_ptr", "aclshmem_ptr_{type}", READ_WRITE),
     _spec("int_p", "aclshmem_int32_p", READ_WRITE, "aclshmem_p"),
     _spec("int64_p", "aclshmem_int64_p", READ_WRITE, "aclshmem_p"),
     _spec("putmem", "aclshmem_{type}_putmem", READ_WRITE),
@@ -127,6 +132,10 @@ SHMEM_OPS = {s.op: s for s in (
     _spec("quiet", "aclshmem_quiet", READ_WRITE),
     _spec("fence", "aclshmem_fence", READ_WRITE),
 )}
+
+# consume_token on a pointer of rank r calls aclshmem_consume_token_<type>_ptr_<r>d; the
+# wrapper library instantiates r = 1..5 (Shmem.cpp, CONSUME_TOKEN_PTR_WRAPPER).
+CONSUME_TOKEN_MAX_RANK = 5
 
 # RMA symbols put the type in the middle (aclshmem_float_putmem); the prefix table names
 # the untyped family, so core_type() is asked with the family for those.
@@ -148,6 +157,29 @@ def notify_symbol(signal_type: str, sig_op: str) -> str:
     raise ValueError(
         f"notify: signal dtype {signal_type} is not allowed on Ascend: use int32 "
         f"(set or add) or int64/uint64 (set only)")
+
+
+# --- dl.wait: which signals can be waited on (the one rule every backend applies) -------
+# The wrapper library defines aclshmem_wait_<int8|int16|int32|int64> only (Shmem.cpp,
+# ACLSHMEM_WAIT_WRAPPER): no float, half or bfloat16 wait, and no unsigned one.  Signals
+# are 32- or 64-bit integers here (notify writes int32/int64/uint64, 64-byte slots); an
+# unsigned signal is waited on by the signed wrapper of its width: the wait compares for
+# equality (cmp 0 = EQ), which does not depend on the sign.
+WAIT_SIGNAL_TYPES = {"int32": "int32", "int64": "int64", "uint32": "int32", "uint64": "int64"}
+
+
+def wait_dtype_error(dtype_name: str) -> str:
+    """The message every backend gives for a dl.wait on a signal it cannot wait on."""
+    return (f"wait: signals must be 32- or 64-bit integers ({', '.join(WAIT_SIGNAL_TYPES)}), got {dtype_name}: "
+            f"the aclshmem device library waits on integer slots only (aclshmem_wait_int32/int64); "
+            f"allocate the signal buffer as torch.int32 or torch.int64")
+
+
+def wait_symbol(dtype_name: str) -> str:
+    """Symbol of dl.wait on a signal of triton dtype `dtype_name`; ValueError if there is none."""
+    if dtype_name not in WAIT_SIGNAL_TYPES:
+        raise ValueError(wait_dtype_error(dtype_name))
+    return DL_OPS["wait"].symbol_for(WAIT_SIGNAL_TYPES[dtype_name])
 
 
 def _family_index():

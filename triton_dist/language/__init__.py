@@ -102,6 +102,10 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
 def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None):
     """Wait until each of `numBarriers` signal slots (64 bytes apart) equals `waitValue`; returns a token."""
     _scalar_ptr(barrierPtrs, "wait")
+    try:        # one rule for every backend (triton_dist/symbols.py): integer signals only
+        S.wait_symbol(D.pointer_dtype(barrierPtrs).name)
+    except ValueError as e:
+        raise TritonDistError(f"{_where()}: {e}") from None
     scope, semantic = D.unwrap(scope), D.unwrap(semantic)
     if scope not in S.WAIT_SCOPES:
         raise TritonDistError(f"{_where()}: wait: scope must be one of {S.WAIT_SCOPES}, got {scope!r}")

@@ -89,9 +89,14 @@ def _ptr_arg(p, what):
 
 @dist_builtin
 def remote_ptr(local_ptr, pe, _semantic=None):
+    """The address of `local_ptr`'s counterpart on `pe`: aclshmem_ptr_<type> (typed, as the
+    device library defines it; the same symbol as dl.symm_at)."""
     p = _ptr_arg(local_ptr, "remote_ptr")
-    return extern_call(LIB, "", [p, _cast(pe, _I32, _semantic)], {(p.type, _I32): (_sym("remote_ptr"), p.type)},
-                       False, _semantic=_semantic)
+    if p.type.element_ty.name not in S.TYPE_NAMES:
+        raise TritonDistError(f"libshmem_device.remote_ptr: no aclshmem_ptr_<type> for element type "
+                              f"{p.type.element_ty}; supported: {', '.join(S.TYPE_NAMES)}")
+    return extern_call(LIB, "", [p, _cast(pe, _I32, _semantic)],
+                       {(p.type, _I32): (_sym("remote_ptr", p.type.element_ty), p.type)}, False, _semantic=_semantic)
 
 
 @dist_builtin
