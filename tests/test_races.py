@@ -15,7 +15,7 @@ import triton_dist
 import triton_dist.language as dl
 from triton_dist.language.extra import libshmem_device as shm
 from triton_dist import launcher
-from triton_dist.launcher import RaceError
+from triton_dist.errors import RaceError
 
 N = 16          # float32 elements per buffer
 SET = shm.ACLSHMEM_SIGNAL_SET

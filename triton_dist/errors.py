@@ -45,3 +45,29 @@ class DeadlockError(RuntimeError):
 
     def __reduce__(self):
         return (DeadlockError, (self.message, self.report))
+
+
+def race_report(races) -> str:
+    """The text of a race check's findings: a head line, then one numbered line per race
+    (its str(); the simulator's sim.race.Race)."""
+    if not races:
+        return "no races"
+    head = f"{len(races)} race{'s' if len(races) != 1 else ''} on symmetric memory " \
+           f"(unordered conflicting accesses, one per pair of kernel lines):"
+    return head + "".join(f"\n  {i + 1}. {r}" for i, r in enumerate(races))
+
+
+class RaceError(TritonDistError):
+    """A launch with race_check=True found races.
+
+    ``races``: the list of Race; ``result``: the LaunchResult of the launch (its values
+    and the same races); str() is the full report.
+    """
+
+    def __init__(self, races, result=None):
+        self.races = races
+        self.result = result
+        super().__init__(race_report(races))
+
+    def __reduce__(self):
+        return (RaceError, (self.races, self.result))

@@ -1,0 +1,112 @@
+"""The words of a race: what each access was (RaceAccess), where, and the missing edge (Race).
+
+The analysis (analysis.py) builds Race objects from its access records; str(race) is one
+line of the report (triton_dist.errors.race_report).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .events import NOUNS, OP_LOAD, OPS, READ, SYNC_ADD, SYNC_READ, SYNC_WRITE, WRITE
+
+if TYPE_CHECKING:
+    from .analysis import _Logs
+
+
+@dataclass
+class RaceAccess:
+    rank: int
+    core: int
+    op: str            # e.g. "loads", "putmem writes"
+    where: str         # kernel line: "file.py:LINE (kernel)"
+    in_flight: bool    # done by the core's DMA queue (a put/get not yet completed)
+
+    @property
+    def who(self) -> str:
+        return f"rank {self.rank} core {self.core}" if self.core >= 0 else f"rank {self.rank} host"
+
+
+@dataclass
+class Race:
+    first: RaceAccess      # the earlier of the two in the run that was checked
+    second: RaceAccess
+    target: str            # symmetric tensor + bytes, e.g. "symm tensor #1 (float32[8]) of rank 1 [0:32]"
+    missing: str           # the missing happens-before edge, in words
+    count: int = 1         # how many unordered pairs of accesses these two lines gave
+
+    def __str__(self) -> str:
+        more = f" ({self.count} unordered pairs of accesses)" if self.count > 1 else ""
+        return (f"{self.first.who} {self.first.op} {self.target} at {self.first.where}; "
+                f"{self.second.who} {self.second.op} it at {self.second.where}: {self.missing}{more}")
+
+
+
+_DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "int16": 2, "int32": 4,
+                "int64": 8, "uint8": 1, "bool": 1, "uint16": 2, "uint32": 4, "uint64": 8}
+_LABEL = re.compile(r"\((\w+)\[")
+
+
+def _describe(logs: _Logs, lo: int, hi: int, t_ns: int) -> str:
+    for b, e, r in logs.heaps:
+        if b <= lo < e:
+            off, end = lo - b, hi - b
+            best = None
+            for a_off, nbytes, label, t0, t1 in logs.allocs:
+                if a_off <= off < a_off + nbytes and t0 <= t_ns and (t1 is None or t_ns < t1):
+                    best = (a_off, label)
+            if best is None:
+                for a_off, nbytes, label, t0, t1 in logs.allocs:
+                    if a_off <= off < a_off + nbytes:
+                        best = (a_off, label)
+            if best is not None:
+                a_off, label = best
+                m = _LABEL.search(label)
+                size = _DTYPE_SIZES.get(m.group(1)) if m else None
+                s, f = off - a_off, end - a_off
+                what = f"elements [{s // size}:{-(-f // size)}]" if size else f"{f - s} bytes"
+                return f"{label} of rank {r} + {s}, {what}"
+            if off < logs.reserved:
+                return f"device-library state of rank {r} + {off}"
+            return f"the symmetric heap of rank {r} + {off} (bytes [{off}:{end}])"
+    return f"0x{lo:x}..0x{hi:x}"
+
+
+def _access(logs, r) -> RaceAccess:
+    return RaceAccess(rank=r[9], core=r[10], op=OPS[r[5]], where=logs.lines[r[6]], in_flight=r[11])
+
+
+def _missing(logs, x, y, C, comp) -> str:
+    """Why x (the earlier access) is not ordered before y, in words."""
+    ax, ay = _access(logs, x), _access(logs, y)
+    kx, ky = x[4], y[4]
+    # (tid, epoch, ver, fullver, kind, op, line, runs, t, rank, core, stream, issue_epoch, own)
+    if ky == READ and y[5] == OP_LOAD and x[1] <= C[y[3], x[0]]:
+        return (f"{ay.who} loads it after a dl.wait that orders the write, but the load's pointer did "
+                f"not go through dl.consume_token(ptr, token) of that wait, so the load may be "
+                f"issued before the wait completes")
+    if x[11]:
+        if ay.rank == ax.rank and ay.core == ax.core and not y[11]:
+            return (f"{ay.who} {'reads' if ky == READ else 'writes'} it while its own {NOUNS[x[5]]} may "
+                    f"still be in flight: call quiet (or fence) in between")
+        if x[12] <= C[y[3], x[13]]:
+            return (f"the {NOUNS[x[5]]} was issued before the signal or barrier that orders {ay.who}, "
+                    f"but it was not complete then: without quiet/fence between the put and the signal "
+                    f"the data may land after it (putmem_signal orders its own data before its signal)")
+        return (f"{ay.who} did not wait on a signal set after that {NOUNS[x[5]]} completed (quiet, "
+                f"putmem_signal) nor meet {ax.who} at a barrier in between")
+    if kx in (SYNC_WRITE, SYNC_ADD) and ky in (READ, WRITE):
+        what = "reads the signal with a plain load" if ky == READ else "writes the signal with a plain store"
+        return (f"{ay.who} {what}, which is not ordered after {ax.who}'s signal op: observe a signal "
+                f"with dl.wait or signal_wait_until")
+    if ky in (SYNC_WRITE, SYNC_ADD, SYNC_READ) and kx in (READ, WRITE):
+        return (f"{ax.who}'s plain {NOUNS[x[5]]} of the signal is not ordered with {ay.who}'s "
+                f"{NOUNS[y[5]]} on it: observe a signal with dl.wait or signal_wait_until, and reset "
+                f"it only after something orders the reset with every signal op on it")
+    if ax.rank == ay.rank and not y[11]:
+        return (f"cores {min(ax.core, ay.core)} and {max(ax.core, ay.core)} of rank {ax.rank} do not "
+                f"synchronise between these "
+                f"accesses (no barrier_all or signal from one to the other)")
+    return (f"{ay.who} did not wait on a signal set after that {NOUNS[x[5]]} "
+            f"(nor meet {ax.who} at a barrier in between)")

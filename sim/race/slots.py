@@ -1,0 +1,92 @@
+"""The only cross-rank state of the detector: which release wrote a signal (SlotTable).
+
+A wait must know WHICH release it observed.  The launcher creates the table in anonymous
+shared memory before it forks the ranks; a release registers itself before its store, so
+a wait that sees the value always finds the release.
+"""
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+from triton_dist.errors import TritonDistError
+
+from .events import MASK64, REL_ADD
+
+
+class SlotTable:
+    """Signal address -> its last RING releases (id, SET or ADD, value written).
+
+    Created by the launcher before it forks the ranks (anonymous shared memory and a
+    process-shared lock).  Open addressing, linear probing; addresses never leave."""
+    RING = 4
+
+    def __init__(self, nslots: int = 1 << 15):
+        import multiprocess as mp
+        self.n = n = nslots
+        r = self.RING
+        layout = [("keys", np.uint64, n), ("heads", np.uint64, n), ("ids", np.int64, n * r),
+                  ("vals", np.uint64, n * r), ("ops", np.int64, n * r)]
+        size = sum(np.dtype(t).itemsize * k for _, t, k in layout)
+        self._mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+        off = 0
+        for name, t, k in layout:
+            setattr(self, name, np.frombuffer(self._mm, dtype=t, count=k, offset=off))
+            off += np.dtype(t).itemsize * k
+        self.lock = mp.get_context("fork").Lock()
+
+    def _index(self, addr: int, insert: bool) -> int:
+        n = self.n
+        i = ((addr >> 2) * 0x9E3779B97F4A7C15 >> 17) & (n - 1)
+        keys = self.keys
+        for _ in range(n):
+            k = int(keys[i])
+            if k == addr:
+                return i
+            if k == 0:
+                if not insert:
+                    return -1
+                keys[i] = addr
+                return i
+            i = (i + 1) & (n - 1)
+        raise TritonDistError(f"race detector: more than {n} distinct signal addresses")
+
+    def release(self, addr: int, rid: int, op: int, value: int) -> int:
+        """Record a release; return the id of the newest release before it (or -1)."""
+        r = self.RING
+        with self.lock:
+            i = self._index(addr, True)
+            head = int(self.heads[i])
+            prev = int(self.ids[i * r + (head - 1) % r]) if head else -1
+            j = i * r + head % r
+            self.ids[j] = rid
+            self.ops[j] = op
+            self.vals[j] = value & MASK64
+            self.heads[i] = head + 1
+        return prev
+
+    def observe(self, addr: int, value: int) -> list:
+        """The releases a read of `value` at addr may have observed: the newest ADD (it carries
+        the earlier releases) and every remembered SET of that value; if none, the newest
+        release.  Taking too many only adds edges (it can hide a race, never invent one)."""
+        r = self.RING
+        value &= MASK64
+        with self.lock:
+            i = self._index(addr, False)
+            if i < 0:
+                return []
+            head = int(self.heads[i])
+            if not head:
+                return []
+            out = []
+            add_seen = False
+            for k in range(1, min(head, r) + 1):
+                j = i * r + (head - k) % r
+                if int(self.ops[j]) == REL_ADD:
+                    if not add_seen:
+                        out.append(int(self.ids[j]))
+                        add_seen = True
+                elif int(self.vals[j]) == value:
+                    out.append(int(self.ids[j]))
+            return out or [int(self.ids[i * r + (head - 1) % r])]
