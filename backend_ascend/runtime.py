@@ -89,6 +89,25 @@ def ip_port_from_env() -> str:
 
 class NpuBackend(Backend):
     name = "npu"
+    launch_options = frozenset()    # the simulator's options do not apply to real NPUs
+    auto_priority = 20              # an NPU host runs Ascend kernels, whatever else it has
+
+    @classmethod
+    def detected(cls) -> bool:
+        return is_ascend()
+
+    @classmethod
+    def missing(cls) -> list:
+        return missing()
+
+    @classmethod
+    def launch(cls, fn, args, kwargs, *, world_size, timeout, **options):
+        import time
+
+        from triton_dist.launcher import LaunchResult
+        start = time.monotonic()
+        values = launch(fn, *args, world_size=world_size, timeout=timeout, **kwargs)
+        return LaunchResult(values=values, wall_seconds=time.monotonic() - start)
 
     def __init__(self):
         need = missing()

@@ -1,5 +1,9 @@
 """The device library of backend="cuda": the aclshmem symbols, implemented for NVIDIA GPUs.
 
+Why one long file: it is one generated artifact, the LLVM IR of every aclshmem symbol, built
+from one table; its emitters share the IR helpers and the state layout, and splitting them
+would scatter the one place that must match triton_dist/symbols.py.
+
 Kernels written for Ascend call the aclshmem device library by symbol (triton_dist/symbols.py);
 on a GPU those same symbols are defined here, as LLVM IR for the NVPTX target, assembled to
 bitcode with llvmlite and linked into every kernel through Triton's `extern_libs` option
@@ -36,7 +40,9 @@ from triton_dist.errors import TritonDistError
 from triton_dist.symm_heap import SYNC_COUNTER_OFFSET, SYNC_POOL_OFFSET
 
 STATE_SYMBOL = "triton_dist_state"
-from triton_dist.language._emit import CUDA_LIBNAME as LIBNAME  # noqa: E402 (one name, two users)
+# The extern-library name kernels link this library under; pyproject.toml registers
+# backend_cuda.emit under the same name (entry-point group triton_dist.device_libraries).
+LIBNAME = "triton_dist_cuda"
 MAX_PES = 64
 # int64 slots of the state
 STATE_RANK, STATE_N_PES, STATE_HEAP_SIZE, STATE_REPORT, STATE_TIMEOUT_NS, STATE_MODULE = 0, 1, 2, 3, 4, 5

@@ -7,14 +7,10 @@ comes back with its tensors moved to the CPU, so the caller never touches CUDA e
 """
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import sys
 import time
-import traceback
 
-from triton_dist.errors import DeadlockError, TritonDistError
+from triton_dist import launcher as L
+from triton_dist.errors import TritonDistError
 
 
 def to_cpu(value):
@@ -31,43 +27,26 @@ def to_cpu(value):
 
 
 def _rank_main(rank, world_size, listener, timeout, fn, args, kwargs, conn):
-    import dill
-    import faulthandler
+    L.install_stack_dump()
     try:
-        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
-    except (AttributeError, ValueError, OSError, RuntimeError):
-        pass
-    be = None
-    try:
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                          LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND="cuda")
+        L.set_rank_environment(rank, world_size, "cuda")
         from triton_dist import backend
-        from triton_dist.launcher import pack_value, rank_store
-        store = rank_store(rank, world_size, listener, timeout)
+        store = L.rank_store(rank, world_size, listener, timeout)
         be = backend.active()
         be.init(rank, world_size, store=store, timeout=timeout)
         value = fn(*args, **kwargs)
         import torch
         torch.cuda.synchronize()
         be.check()                  # a device-side wait that gave up fails the rank
-        result = pack_value(rank, to_cpu(value))
-    except DeadlockError as e:
-        result = dill.dumps(("deadlock", e.message, e.report))
+        result = L.pack_value(rank, to_cpu(value))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
-        result = dill.dumps(("err", type(e).__name__, str(e), traceback.format_exc()))
-    try:
-        conn.send_bytes(result)
-        conn.close()
-    finally:
-        os._exit(0)                 # no CUDA or gloo teardown: the launcher needs only the result
+        result = L.pack_error(e)
+    L.report(conn, result)          # no CUDA or gloo teardown: the launcher needs only the result
 
 
-def launch(fn, *args, world_size, timeout=60.0, **kwargs) -> list:
+def launch(fn, args, kwargs, *, world_size, timeout=60.0) -> L.LaunchResult:
     """Run fn(*args, **kwargs) in `world_size` GPU ranks; their values in rank order."""
-    import multiprocess as mp
     import torch
-
-    from triton_dist.launcher import collect, teardown
 
     from .runtime import missing, ranks_fit
     need = missing()
@@ -80,23 +59,13 @@ def launch(fn, *args, world_size, timeout=60.0, **kwargs) -> list:
     why = ranks_fit(world_size)
     if why:
         raise TritonDistError(f"launch(world_size={world_size}, backend='cuda'): {why}")
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
-    ctx = mp.get_context("fork")
+    listener = L.listen_socket()
     procs, pipes = [], []
     start = time.monotonic()
     try:
-        for r in range(world_size):
-            rd, wr = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_rank_main, name=f"triton_dist-cuda-rank{r}",
-                            args=(r, world_size, listener, float(timeout), fn, args, kwargs, wr))
-            p.daemon = True
-            p.start()
-            wr.close()
-            procs.append(p)
-            pipes.append(rd)
-        outcomes = collect(procs, pipes, None, timeout, start)
+        procs, pipes = L.fork_ranks(world_size, _rank_main, (world_size, listener, float(timeout), fn, args, kwargs),
+                                    name="triton_dist-cuda-rank")
+        outcomes = L.collect(procs, pipes, timeout, start)
     finally:
-        teardown(procs, pipes, listener)
-    return [rest[0] for _, *rest in outcomes]
+        L.teardown(procs, pipes, listener)
+    return L.LaunchResult(values=L.values_of(outcomes), wall_seconds=time.monotonic() - start)

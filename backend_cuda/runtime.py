@@ -96,6 +96,29 @@ def _positive(env: str, default, kind=float):
 
 class CudaBackend(Backend):
     name = "cuda"
+    launch_options = frozenset()    # schedules, memory models, traces and race checks are the simulator's
+    auto_priority = 10              # below npu: an NPU host with an NVIDIA card still runs Ascend kernels
+
+    @classmethod
+    def detected(cls) -> bool:
+        return shutil.which("nvidia-smi") is not None
+
+    @classmethod
+    def missing(cls) -> list:
+        return missing()
+
+    @classmethod
+    def ranks_fit(cls, world_size: int):
+        return ranks_fit(world_size)
+
+    @classmethod
+    def max_ranks(cls):
+        return None if sharing_gpus() else device_count()
+
+    @classmethod
+    def launch(cls, fn, args, kwargs, *, world_size, timeout, **options):
+        from .launch import launch
+        return launch(fn, args, kwargs, world_size=world_size, timeout=timeout)
 
     def __init__(self):
         self._heap = None

@@ -1,11 +1,13 @@
-"""The simulator backend: host side (heaps, collectives) and device side (sim/primitives.py)."""
+"""The simulator backend: launch (sim/launch.py), host side (heaps, collectives) and device
+side (sim/primitives.py).
+
+Importing this module must stay cheap (`import triton_dist` loads it to call `select()`):
+torch is imported by the methods that need it, never here.
+"""
 from __future__ import annotations
 
 import os
 import uuid
-
-import torch
-import torch.distributed as dist
 
 from triton_dist.backend import Backend
 from triton_dist.errors import TritonDistError
@@ -14,10 +16,6 @@ from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_d
 from . import board as B
 from . import cache, context, heap, interp, primitives, schedulers
 from .runtime import SimRuntime
-
-_TORCH_TO_TL = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
-                torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
-                torch.uint8: "uint8", torch.bool: "int1"}
 
 
 class HeapSet:
@@ -35,6 +33,22 @@ class HeapSet:
 
 class SimBackend(Backend):
     name = "sim"
+    launch_options = frozenset({"schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check"})
+    auto_priority = 0          # the fallback of `auto`: runs anywhere
+
+    @classmethod
+    def detected(cls) -> bool:
+        return True
+
+    @classmethod
+    def select(cls) -> None:
+        # Kernels defined from now on must be interpreted by the simulator.
+        interp.install()
+
+    @classmethod
+    def launch(cls, fn, args, kwargs, *, world_size, timeout, **options):
+        from .launch import launch
+        return launch(fn, args, kwargs, world_size=world_size, timeout=timeout, **options)
 
     def __init__(self):
         interp.install()
@@ -45,13 +59,18 @@ class SimBackend(Backend):
     def device_call(self, family, *args):
         return primitives.call(family, *args)
 
+    def kernel_line(self, depth: int = 2) -> str:
+        return context.kernel_line(depth + 1)
+
     # -- host side ---------------------------------------------------------------------------------
     def device(self):
+        import torch
         return torch.device("cpu")
 
     def init(self, rank=None, world_size=None, *, heaps=None, board=None, schedule="free", seed=None,
              timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None,
              shared=None, trace_dir=None, trace_t0=None, race=None):
+        import torch.distributed as dist
         if self.rt is not None:
             return
         # ranks started by launch() are set up and torn down by the launcher
@@ -90,6 +109,7 @@ class SimBackend(Backend):
     @staticmethod
     def _named_heaps(rank, world_size, nbytes):
         """torchrun: a named segment per rank, exchanged over gloo, unlinked once all have mapped it."""
+        import torch.distributed as dist
         tag = [uuid.uuid4().hex[:12] if rank == 0 else None]
         dist.broadcast_object_list(tag, src=0)
         prefix = f"{heap.NAME_PREFIX}{tag[0]}-"
@@ -104,6 +124,7 @@ class SimBackend(Backend):
         return maps
 
     def finalize(self):
+        import torch.distributed as dist
         if self.rt is None or getattr(self, "_managed", False):
             return
         context.set_runtime(None)
@@ -141,12 +162,15 @@ class SimBackend(Backend):
 
     def _agree(self, what, mine):
         """All ranks must pass the same `mine`; otherwise every rank raises the same error."""
+        import torch.distributed as dist
         rt = self._runtime()
         allv = [None] * rt.world_size
         self._collective(what, lambda: dist.all_gather_object(allv, mine))
         require_agreement(what, allv)
 
     def symm_tensor(self, shape, dtype):
+        import torch
+        import torch.distributed as dist
         rt = self._runtime()
         shape, dtype = symm_shape_dtype(shape, dtype)
         hs = rt.heaps
@@ -163,6 +187,7 @@ class SimBackend(Backend):
         return out
 
     def free(self, t):
+        import torch
         rt = self._runtime()
         hs = rt.heaps
         if not isinstance(t, torch.Tensor):
@@ -177,6 +202,7 @@ class SimBackend(Backend):
         hs.allocator.release(off)
 
     def barrier(self):
+        import torch.distributed as dist
         self._collective("barrier", dist.barrier)
 
 

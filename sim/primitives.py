@@ -8,11 +8,10 @@ whole cache; barrier_all is the pull barrier with the +1 rule.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from triton_dist import symbols as S
+from triton_dist.backend import Ptr  # noqa: F401 - the pointer type of every primitive, re-exported
 from triton_dist.errors import TritonDistError
 # the device library's barrier counter and flag at the start of every heap
 from triton_dist.symm_heap import SYNC_COUNTER_OFFSET, SYNC_POOL_OFFSET
@@ -25,11 +24,6 @@ PRIMITIVES: dict = {}
 NP_DTYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
              "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
              "fp16": np.float16, "fp32": np.float32, "fp64": np.float64, "bf16": np.uint16}
-
-
-class Ptr(NamedTuple):
-    addr: int
-    dtype: str         # triton element dtype name, e.g. "int32", "fp32"
 
 
 def primitive(family):

@@ -28,6 +28,11 @@ RACY = textwrap.dedent('''
     assert out.item() == triton_dist.world_size(), f"lost an increment: {out.item()}"
 ''')
 
+# The same race without the check of its outcome: under the free schedule the lost update
+# happens only sometimes, and a rank that fails ends the launch before the race analysis.
+RACY_UNCHECKED = RACY.replace('assert out.item() == triton_dist.world_size(), f"lost an increment: {out.item()}"',
+                              "print(out.item())")
+
 HELLO = textwrap.dedent('''
     import sys, triton_dist
     triton_dist.init()
@@ -114,8 +119,10 @@ def test_every_subcommand_has_help():
         assert p.returncode == 0 and "usage: triton-dist " + cmd in p.stdout
 
 
-def test_run_with_race_check_reports_the_planted_race(racy, capfd):
-    assert main(["run", "-n", "2", "--race-check", racy]) == 1
+def test_run_with_race_check_reports_the_planted_race(tmp_path, capfd):
+    racy = tmp_path / "racy.py"
+    racy.write_text(RACY_UNCHECKED)
+    assert main(["run", "-n", "2", "--race-check", str(racy)]) == 1
     err = capfd.readouterr().err
     assert "racy.py:" in err and "rank" in err
 

@@ -1,5 +1,8 @@
 """The kernel library (triton_dist.kernels) against torch.
 
+Why one long file: every op of the library is checked by the same torch oracle and the same
+input builders; the cases read best side by side.
+
 Every rank builds the inputs of every rank from the same seeds, so the test process can
 rebuild them too and compute the reference with plain torch (in float64 from the very
 values the ranks used: bf16 inputs are rounded first).  The ranks draw their inputs on the

@@ -1,4 +1,7 @@
-"""The race detector (sim/race.py, docs/races.md) against a labelled set of cases.
+"""The race detector (sim/race/, docs/races.md) against a labelled set of cases.
+
+Why one long file: the labelled cases are one table (each racy case beside its race-free
+twin), read as a whole to check the detector on both sides.
 
 Outside oracle: each case is a small SHMEM program on 2 PEs in the style of RMARaceBench,
 labelled by hand "race" or "no race" from the memory model the detector implements

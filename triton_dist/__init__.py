@@ -5,15 +5,16 @@ Host API (inside ranks started by `launch`, `triton-dist run` or torchrun):
 and the launcher:
     launch(fn, *args, world_size=N, ...) -> LaunchResult
 
-Importing triton_dist with the sim backend (TRITON_DIST_BACKEND=sim, or auto without an
-NPU) makes @triton.jit kernels defined afterwards run on the simulator.
+Importing triton_dist selects this process's backend (TRITON_DIST_BACKEND, default auto:
+registered backends in triton_dist/registry.py); with the simulator, @triton.jit kernels
+defined afterwards run on it.
 """
 from __future__ import annotations
 
 from . import backend as _backend
 from .backend import is_ascend, is_cuda, is_hip, is_maca
-from .errors import DeadlockError, RankError, TritonDistError
-from .launcher import LaunchResult, RaceError, launch, main_or_launch
+from .errors import DeadlockError, RaceError, RankError, TritonDistError
+from .launcher import LaunchResult, launch, main_or_launch
 
 __version__ = "0.1.0"
 
@@ -55,10 +56,9 @@ def barrier():
     _backend.active().barrier()
 
 
-if _backend.resolve() == "sim":
-    # Kernels defined from now on must be interpreted by the simulator.
-    from sim import interp as _interp
-    _interp.install()
+# The backend this process uses prepares for the kernels defined from now on (the
+# simulator makes them interpreted).
+_backend.backend_class().select()
 
 __all__ = ["init", "finalize", "rank", "world_size", "device", "symm_tensor", "free", "barrier",
            "launch", "main_or_launch", "LaunchResult", "RankError", "DeadlockError", "RaceError", "TritonDistError",

@@ -1,19 +1,37 @@
 """The one backend interface, and which backend this process uses.
 
-Device side: `device_call(family, *args)` runs the aclshmem primitive of that symbol
-family (triton_dist/symbols.py) for a kernel being interpreted; compiled kernels call the
-device library directly.  Host side: init/finalize, symmetric alloc/free, host barrier.
-The language layer (triton_dist.language) calls only this interface.
+A backend is a `Backend` subclass registered by name (triton_dist/registry.py).  What it
+provides:
+
+- class side (no instance, nothing initialized): `launch` (run a function in N ranks and
+  return a LaunchResult), `launch_options` (the options of triton_dist.launch it accepts
+  beyond world_size and timeout), `missing()` (why it cannot run on this machine),
+  `detected()` / `auto_priority` (for TRITON_DIST_BACKEND=auto), `select()` (called once
+  when this process chooses the backend, before any kernel is defined), `ranks_fit(n)` /
+  `max_ranks()` (devices per rank);
+- device side: `device_call(family, *args)` runs the aclshmem primitive of that symbol
+  family (triton_dist/symbols.py) for a kernel being interpreted, with pointers passed as
+  `Ptr`; compiled kernels call the device library directly;
+- host side, inside a rank: init/finalize, rank/world_size/device, symmetric alloc/free,
+  host barrier.
+
+The language layer and the host API call only this interface.
 """
 from __future__ import annotations
 
 import os
 import shutil
 from abc import ABC, abstractmethod
+from typing import NamedTuple
 
+from . import registry
 from .errors import TritonDistError
 
-BACKENDS = ("sim", "npu", "cuda", "auto")
+
+class Ptr(NamedTuple):
+    """A pointer argument of an interpreted distributed op: its address and Triton element dtype name."""
+    addr: int
+    dtype: str         # triton element dtype name, e.g. "int32", "fp32"
 
 
 def is_ascend() -> bool:
@@ -34,12 +52,55 @@ def is_maca() -> bool:
 
 class Backend(ABC):
     name = "?"
+    # options of triton_dist.launch this backend accepts besides world_size and timeout
+    launch_options: frozenset = frozenset()
+    # TRITON_DIST_BACKEND=auto picks the detected backend of highest priority (None: never)
+    auto_priority: int | None = None
+    # what `triton_dist.language.extra.libshmem_device` forwards to.  Ascend's library is the
+    # contract kernels are written to: the simulator models the NPU, and the CUDA device
+    # library defines the same aclshmem symbols, so every built-in backend keeps it.
+    libshmem_device_module = "triton_dist.language.extra.ascend.libshmem_device"
 
-    # device side
+    # -- class side -----------------------------------------------------------------------------
+    @classmethod
+    def detected(cls) -> bool:
+        """Whether this machine looks like one this backend is for (for `auto`)."""
+        return False
+
+    @classmethod
+    def missing(cls) -> list:
+        """What this machine lacks for this backend, in words (empty: it can run here)."""
+        return []
+
+    @classmethod
+    def select(cls) -> None:
+        """Called once when this process chooses the backend (at `import triton_dist`)."""
+
+    @classmethod
+    def ranks_fit(cls, world_size: int) -> str | None:
+        """None if `world_size` ranks can run here, else why not."""
+        return None
+
+    @classmethod
+    def max_ranks(cls) -> int | None:
+        """How many ranks this machine can run at most (None: no limit)."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def launch(cls, fn, args, kwargs, *, world_size: int, timeout: float, **options):
+        """Run fn(*args, **kwargs) in `world_size` ranks; a triton_dist.launcher.LaunchResult.
+        `options` holds only names from `launch_options`, each given (not None)."""
+
+    # -- device side ----------------------------------------------------------------------------
     @abstractmethod
     def device_call(self, family: str, *args): ...
 
-    # host side
+    def kernel_line(self, depth: int = 2) -> str:
+        """'file.py:LINE (kernel)' of the kernel code calling, for error messages."""
+        return "<kernel>"
+
+    # -- host side ------------------------------------------------------------------------------
     @abstractmethod
     def init(self, rank=None, world_size=None, **options): ...
 
@@ -65,15 +126,40 @@ class Backend(ABC):
     def barrier(self): ...
 
 
+def names() -> list:
+    """Registered backend names, and 'auto'."""
+    return registry.backend_names() + ["auto"]
+
+
 def resolve(name: str | None = None) -> str:
+    """The backend `name` (default: TRITON_DIST_BACKEND, else auto) stands for on this machine."""
     name = (name or os.environ.get("TRITON_DIST_BACKEND", "auto")).lower()
-    if name not in BACKENDS:
-        raise TritonDistError(f"TRITON_DIST_BACKEND must be one of {', '.join(BACKENDS)}, got {name!r}")
-    if name == "auto":
-        if is_ascend():
-            return "npu"
-        return "cuda" if is_cuda() else "sim"
-    return name
+    if name != "auto":
+        if name not in registry.backend_names():
+            raise TritonDistError(f"TRITON_DIST_BACKEND must be one of {', '.join(names())}, got {name!r}")
+        return name
+    if _auto:
+        return _auto[0]
+    best, best_priority = registry.DEFAULT_BACKEND, None
+    for candidate in registry.backend_names():
+        try:
+            cls = registry.backend_class(candidate)
+            priority = cls.auto_priority
+            if priority is None or not cls.detected():
+                continue
+        except TritonDistError:
+            continue           # a backend that cannot even be imported here is not the one
+        if best_priority is None or priority > best_priority:
+            best, best_priority = candidate, priority
+    _auto.append(best)       # the machine does not change under a running process
+    return best
+
+
+_auto: list = []
+
+def backend_class(name: str | None = None):
+    """The Backend subclass of `name` (default: this process's backend)."""
+    return registry.backend_class(resolve(name))
 
 
 _active: Backend | None = None
@@ -83,14 +169,5 @@ def active() -> Backend:
     """The backend of this process, created on first use from TRITON_DIST_BACKEND."""
     global _active
     if _active is None:
-        which = resolve()
-        if which == "sim":
-            from sim.backend import SimBackend
-            _active = SimBackend()
-        elif which == "cuda":
-            from backend_cuda.runtime import CudaBackend
-            _active = CudaBackend()
-        else:
-            from backend_ascend.runtime import NpuBackend
-            _active = NpuBackend()
+        _active = backend_class()()
     return _active

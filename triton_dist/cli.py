@@ -1,13 +1,15 @@
-"""The `triton-dist` command.
+"""The `triton-dist` command: the front; the subcommands come from the backends.
 
-    triton-dist run -n 4 script.py [args]             (also explore, replay: see cli_sim.py)
+    triton-dist run -n 4 script.py [args]             (also explore, replay: sim/cli.py)
     triton-dist lower path/to/file.py::kernel --signature sig=*i32,buf=*fp32 [--constexpr N=16]
+                                                      (backend_ascend/cli.py)
 
-Each subcommand is one entry of SUBCOMMANDS: a function that adds its arguments to its
-argparse subparser, and a handler `handler(args) -> int` (the exit status).  A handler
-reports a user mistake by raising CliError (or TritonDistError); main() prints it as one
-short line and exits with status 2, without a traceback.  To add a subcommand (run,
-explore, replay, ...), write its two functions and add it to SUBCOMMANDS.
+Each subcommand is a `Subcommand`: a function that adds its arguments to its argparse
+subparser, and a handler `handler(args) -> int` (the exit status), registered under the
+entry-point group `triton_dist.subcommands` (triton_dist/registry.py), so a backend adds
+its own without touching this file.  A handler reports a user mistake by raising CliError
+(or TritonDistError); main() prints it as one short line and exits with status 2, without
+a traceback.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class Subcommand:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     handler: Callable[[argparse.Namespace], int]
+    order: int = 100          # position in `triton-dist --help`
 
 
 # --- shared helpers --------------------------------------------------------------------------
@@ -102,50 +105,6 @@ def constexpr_value(text: str):
     return value if isinstance(value, (int, float, bool, str)) else text
 
 
-# --- lower --------------------------------------------------------------------------------------
-
-def _configure_lower(p: argparse.ArgumentParser):
-    p.add_argument("kernel", metavar="FILE.py::KERNEL", help="the @triton.jit kernel to lower")
-    p.add_argument("--signature", "-s", action="append", required=True, metavar="NAME=TYPE,...",
-                   help="Triton types of the non-constexpr parameters, e.g. sig=*i32,buf=*fp32,n=i32")
-    p.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE,...",
-                   help="values of the tl.constexpr parameters, e.g. BLOCK=16")
-    p.add_argument("--debug-info", action="store_true", help="keep source locations in the output")
-
-
-def _lower(args) -> int:
-    signature = parse_assignments(args.signature, "--signature", "sig=*i32,buf=*fp32")
-    constexprs = {k: constexpr_value(v) for k, v in
-                  parse_assignments(args.constexpr, "--constexpr", "BLOCK=16").items()}
-    kernel = load_target(args.kernel)
-    from backend_ascend import lower
-    sys.stdout.write(lower(kernel, signature, constexprs, debug_info=args.debug_info).rstrip("\n") + "\n")
-    return 0
-
-
-def _sim(name):
-    """Handlers of cli_sim, imported only when that subcommand runs."""
-    def configure(p):
-        from . import cli_sim
-        getattr(cli_sim, "configure_" + name)(p)
-
-    def handler(args):
-        from . import cli_sim
-        return getattr(cli_sim, name)(args)
-    return configure, handler
-
-
-SUBCOMMANDS = [
-    Subcommand("run", "run a script as N simulated ranks, like torchrun", *_sim("run")),
-    Subcommand("explore", "run a script under many seeds of a deterministic schedule and "
-               "summarize the outcomes", *_sim("explore")),
-    Subcommand("replay", "rerun one seed, print the last events before the failure, "
-               "optionally write a Chrome/Perfetto trace", *_sim("replay")),
-    Subcommand("lower", "print a kernel's TTIR after the HIVM lowering of its distributed ops "
-               "(runs on any machine)", _configure_lower, _lower),
-]
-
-
 # --- entry point ----------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "with a CPU simulator of the NPU.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for cmd in SUBCOMMANDS:
+    from . import registry
+    for cmd in registry.subcommands():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.configure(p)
         p.set_defaults(_handler=cmd.handler, _parser=p)

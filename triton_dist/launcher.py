@@ -1,20 +1,18 @@
-"""launch(): run a function in N simulated ranks and collect what they return.
+"""launch(): run a function in N ranks of a backend and collect what they return.
+
+The front (`launch`) validates what every backend shares (fn, world_size, timeout, which
+backend, which options it accepts) and delegates to the backend's `launch`.  The rest of
+this module is the launcher skeleton that backends which fork their ranks share: fork warm
+ranks, collect their outcomes (first error first), pack results and errors, tear down.
+It knows nothing of any backend: a simulator-specific watchdog plugs into `collect`.
 
 Ranks start warm: they are forked from the calling process, which has already imported
-torch and triton, so a launch costs a fork and a gloo rendezvous (about 0.1 s for 4
-ranks) instead of ~2.5 s of imports per rank.  Before forking, the launcher creates the
-symmetric heaps and the status board as anonymous shared mappings, so every rank sees
-every heap at the same address and nothing is ever named in /dev/shm: a rank that raises,
-is SIGKILLed or times out leaves nothing behind.
-
-The launcher watches the status board: when every unfinished rank is blocked (waiting
-in a primitive, or in a host collective) and nothing changes for a few seconds, it tears
-the ranks down and raises DeadlockError with the board's report.
+torch and triton, so a launch costs a fork and a gloo rendezvous instead of ~2.5 s of
+imports per rank.
 """
 from __future__ import annotations
 
 import os
-import random
 import signal
 import socket
 import sys
@@ -22,24 +20,22 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-import multiprocess as mp
-from multiprocess import connection
-
-from .errors import DeadlockError, RankError, TritonDistError
-from sim.race import RaceError  # noqa: F401  (raised by launch(race_check=True))
+from . import backend as _backend
+from . import registry
+from .errors import DeadlockError, RaceError, RankError, TritonDistError, race_report  # noqa: F401
 
 MAX_WORLD_SIZE = 64
 
-# What launch() uses for an option its caller leaves as None: the pytest plugin
-# (--sim-schedule/--sim-seed) and `triton-dist run` set these.
-DEFAULTS = {"schedule": "free", "seed": None, "memory_model": "ascend", "trace": None,
-            "race_check": False, "events": 40}
+# Session defaults for options a caller leaves as None: the pytest plugin (--sim-schedule,
+# --sim-seed, --sim-race-check) and `triton-dist run` set them.  A default applies only to
+# a backend that accepts the option; the backend supplies its own default otherwise.
+DEFAULTS: dict = {"schedule": None, "seed": None, "memory_model": None, "trace": None, "race_check": None,
+                  "barrier_plus_one": None}
 # schedule and seed of the last launch of this process (for replay lines)
 LAST_LAUNCH: dict = {}
 # The last failed launch of this process under a deterministic schedule (for replay lines).
 LAST_FAILURE: dict = {}
 LAUNCHES = [0]
-STALL_SECONDS = float(os.environ.get("TRITON_DIST_STALL_SECONDS", "3"))
 
 
 @dataclass
@@ -51,72 +47,120 @@ class LaunchResult:
     schedule: str = "free"
     steps: int = 0          # scheduling decisions taken (deterministic schedules)
     switches: int = 0       # of which handed the baton to another task
-    races: list = field(default_factory=list)   # sim.race.Race found by race_check (docs/races.md)
+    races: list = field(default_factory=list)   # races found by race_check (docs/races.md)
 
     @property
     def race_report(self) -> str:
-        from sim.race import report
-        return report(self.races)
+        return race_report(self.races)
 
 
-def _check_args(world_size, backend, schedule, timeout, memory_model):
+# Options of launch() besides world_size and timeout, in the order of its signature.
+OPTIONS = ("schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check")
+
+
+def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeout=60.0,
+           memory_model=None, barrier_plus_one=None, trace=None, race_check=None, **kwargs) -> LaunchResult:
+    """Run fn(*args, **kwargs) in `world_size` ranks; return their values in rank order.
+
+    backend: a registered backend name ("sim", "cuda", "npu", ...) or None: the backend this
+    process compiles or interprets kernels for (TRITON_DIST_BACKEND, default auto).
+
+    The simulator's options (others reject them, naming the backend): schedule "free"
+    (default), "random" or "pct"; seed for the deterministic schedules (None: a random one,
+    reported in the result); memory_model "ascend" (default) or "coherent";
+    barrier_plus_one (default True); trace: a path to write a Chrome/Perfetto trace to;
+    race_check: True to raise RaceError (which carries the result) on races, "report" to
+    only list them in LaunchResult.races (docs/races.md).  An option left as None takes the
+    session default (DEFAULTS), which the pytest plugin and the command line set.
+    """
+    LAUNCHES[0] += 1
+    if not callable(fn):
+        raise TritonDistError(f"launch: fn must be callable, got {type(fn).__name__}")
     if not isinstance(world_size, int) or isinstance(world_size, bool) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise TritonDistError(f"launch: world_size must be an int in 1..{MAX_WORLD_SIZE}, got {world_size!r}")
-    if backend not in ("sim", "npu", "cuda"):
-        raise TritonDistError(f"launch: backend must be 'sim', 'npu' or 'cuda', got {backend!r}")
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise TritonDistError(f"launch: timeout must be a positive number of seconds, got {timeout!r}")
-    from sim import cache, schedulers
-    cache.make(memory_model)
-    schedulers.check(schedule)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout < float("inf"):
+        raise TritonDistError(f"launch: timeout must be a positive, finite number of seconds, got {timeout!r}")
+    if backend is not None and (not isinstance(backend, str) or backend not in registry.backend_names()):
+        raise TritonDistError(f"launch: backend must be one of {', '.join(map(repr, registry.backend_names()))}, "
+                              f"got {backend!r}")
+    name = backend if backend is not None else _backend.resolve()
+    cls = registry.backend_class(name)
+    given = dict(schedule=schedule, seed=seed, memory_model=memory_model, barrier_plus_one=barrier_plus_one,
+                 trace=trace, race_check=race_check)
+    options = {}
+    for key in OPTIONS:
+        value, from_session = given[key], False
+        if value is None:
+            value, from_session = DEFAULTS.get(key), True
+        if value is None:
+            continue
+        if key not in cls.launch_options:
+            if from_session:
+                continue               # a session default for another backend's option
+            accepted = ", ".join(sorted(cls.launch_options)) or "none"
+            raise TritonDistError(f"launch: backend {name!r} does not take {key}={value!r} (options it takes "
+                                  f"besides world_size and timeout: {accepted}); leave it out, or launch on a "
+                                  f"backend that has it")
+        options[key] = value
+    return cls.launch(fn, args, kwargs, world_size=world_size, timeout=float(timeout), **options)
 
 
-def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwargs, conn):
-    """Body of a forked rank: initialize, run fn, send back the outcome, exit."""
-    import dill
-    import faulthandler
+def main_or_launch(main, world_size=4) -> int:
+    """For scripts: run `main` as this process's rank when started by torchrun or
+    `triton-dist run` (RANK is set), else launch `world_size` ranks of it on this process's
+    backend.  Returns an exit status: 0 when every rank's `main` returned something true."""
+    if "RANK" in os.environ:
+        ok = main()
+        from . import finalize
+        finalize()
+        return 0 if ok else 1
+    most = _backend.backend_class().max_ranks()
+    if most is not None and 0 < most < world_size:
+        print(f"[triton_dist] this machine runs {most} rank(s): running {most} instead of {world_size}",
+              file=sys.stderr)
+        world_size = most
+    return 0 if all(launch(main, world_size=world_size).values) else 1
 
-    import torch
-    # GNU OpenMP does not survive fork: if the launching process ever ran a parallel torch
-    # op, a rank that enters an OpenMP region hangs.  One intra-op thread per rank keeps
-    # torch out of OpenMP (and N ranks on few cores gain nothing from more, which is why
-    # torchrun sets OMP_NUM_THREADS=1 too).
-    torch.set_num_threads(1)
-    result = None
+
+# --- the skeleton shared by backends that fork their ranks --------------------------------------
+
+def listen_socket() -> socket.socket:
+    """A bound, listening socket on the loopback: rank 0 serves the rendezvous store on it."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    return listener
+
+
+def fork_ranks(world_size, body, body_args, name="triton_dist-rank"):
+    """Fork `world_size` ranks running body(rank, *body_args, conn); (processes, read pipes).
+    `body` must end with report(conn, result)."""
+    import multiprocess as mp
+    ctx = mp.get_context("fork")
+    procs, pipes = [], []
     try:
-        # `kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's stack,
-        # to the real stderr (sys.stderr may be a capture without a file descriptor).
+        for r in range(world_size):
+            rd, wr = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=body, name=f"{name}{r}", args=(r, *body_args, wr))
+            p.daemon = True
+            p.start()
+            wr.close()
+            procs.append(p)
+            pipes.append(rd)
+    except BaseException:
+        teardown(procs, pipes, None)
+        raise
+    return procs, pipes
+
+
+def install_stack_dump() -> None:
+    """`kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's stack to the
+    real stderr (sys.stderr may be a capture without a file descriptor)."""
+    import faulthandler
+    try:
         faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     except (AttributeError, ValueError, OSError, RuntimeError):
         pass
-    try:
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                          LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND="sim")
-        from . import backend
-        store = rank_store(rank, world_size, listener, options["timeout"])
-        be = backend.active()
-        be.init(rank, world_size, heaps=heaps, board=board, store=store, **options)
-        from sim import board as B
-        board.set_state(rank, -1, B.RUNNING)
-        value = fn(*args, **kwargs)
-        # only a rank that finished hands the baton on: after a failure the schedule stops
-        # where it failed, so the digest and events of a replay match exactly
-        be.rt.sched.finish()
-        if options.get("race") is not None:
-            from sim import race
-            race.dump_active()        # this rank's access log, for the launcher's analysis
-        result = pack_value(rank, value)
-    except DeadlockError as e:
-        result = dill.dumps(("deadlock", e.message, e.report))
-    except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
-        result = dill.dumps(("err", type(e).__name__, str(e), traceback.format_exc()))
-    try:
-        from sim import board as B
-        board.set_state(rank, -1, B.DONE)
-        conn.send_bytes(result)
-        conn.close()
-    finally:
-        os._exit(0)
 
 
 def pack_value(rank, value) -> bytes:
@@ -130,16 +174,38 @@ def pack_value(rank, value) -> bytes:
                            f"launcher: {e}. Return plain data (numbers, lists, tensors).", ""))
 
 
+def pack_error(e: BaseException) -> bytes:
+    """An exception raised in a rank as the message the launcher reads."""
+    import dill
+    if isinstance(e, DeadlockError):
+        return dill.dumps(("deadlock", e.message, e.report))
+    return dill.dumps(("err", type(e).__name__, str(e), traceback.format_exc()))
+
+
+def report(conn, result: bytes) -> None:
+    """Send a rank's outcome to the launcher and exit the rank at once (no teardown of
+    torch, gloo or device state: the launcher needs only the result)."""
+    try:
+        conn.send_bytes(result)
+        conn.close()
+    finally:
+        os._exit(0)
+
+
 def teardown(procs, pipes, listener) -> None:
     """Kill the ranks still running, reap them all, close their pipes and the listener."""
     for p in procs:
         if p.is_alive():
-            os.kill(p.pid, signal.SIGKILL)
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     for p in procs:
         p.join()
     for c in pipes:
         c.close()
-    listener.close()
+    if listener is not None:
+        listener.close()
 
 
 def rank_store(rank, world_size, listener, timeout):
@@ -160,188 +226,26 @@ def _td(seconds):
     return datetime.timedelta(seconds=max(30.0, float(seconds)))
 
 
-def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeout=60.0,
-           memory_model=None, barrier_plus_one=True, trace=None, race_check=None, **kwargs) -> LaunchResult:
-    """Run fn(*args, **kwargs) in `world_size` ranks; return their values in rank order.
-
-    backend: "sim" (simulated ranks), "cuda" (one GPU per rank) or "npu"; None: the backend
-    this process compiles or interprets kernels for (TRITON_DIST_BACKEND, default auto).
-
-    schedule: "free" (default), "random" or "pct"; seed: for the deterministic schedules
-    (None: a random one, reported in the result); memory_model: "ascend" (default) or
-    "coherent"; trace: a path to write a Chrome/Perfetto trace of the run to;
-    race_check: True to check for races on symmetric memory and raise sim.race.RaceError
-    (which carries the result) when there are any, "report" to only list them in
-    LaunchResult.races (docs/races.md).  An option left as None takes the session default
-    (launcher.DEFAULTS), which the pytest plugin and the command line set.
-    """
-    from sim import board as B
-    from sim import heap
-    if backend is None:
-        from . import backend as _backend
-        backend = _backend.resolve()      # where this process's kernels run (interpreted or compiled)
-    schedule = DEFAULTS["schedule"] if schedule is None else schedule
-    memory_model = DEFAULTS["memory_model"] if memory_model is None else memory_model
-    seed = DEFAULTS["seed"] if seed is None else seed
-    trace = DEFAULTS["trace"] if trace is None else trace
-    race_check = DEFAULTS["race_check"] if race_check is None else race_check
-    if race_check not in (True, False, "report"):
-        raise TritonDistError(f"launch: race_check must be True, False or 'report', got {race_check!r}")
-    LAUNCHES[0] += 1
-    if not callable(fn):
-        raise TritonDistError(f"launch: fn must be callable, got {type(fn).__name__}")
-    if backend == "npu":
-        # real NPUs: one spawned process per device (backend_ascend/runtime.py); the
-        # simulator's options (schedules, memory models, traces) do not apply there
-        _check_args(world_size, backend, "free", timeout, "ascend")
-        from backend_ascend.runtime import launch as npu_launch
-        start = time.monotonic()
-        values = npu_launch(fn, *args, world_size=world_size, timeout=timeout, **kwargs)
-        return LaunchResult(values=values, wall_seconds=time.monotonic() - start)
-    if backend == "cuda":
-        # real GPUs: one forked rank per GPU (backend_cuda/launch.py); the simulator's options
-        # (schedules, memory models, traces, race checks) do not apply there
-        _check_args(world_size, backend, "free", timeout, "ascend")
-        from backend_cuda.launch import launch as cuda_launch
-        start = time.monotonic()
-        values = cuda_launch(fn, *args, world_size=world_size, timeout=timeout, **kwargs)
-        return LaunchResult(values=values, wall_seconds=time.monotonic() - start)
-    _check_args(world_size, backend, schedule, timeout, memory_model)
-    if schedule != "free" and seed is None:
-        seed = random.SystemRandom().randrange(2 ** 32)
-    LAST_LAUNCH.update(schedule=schedule, seed=seed, memory_model=memory_model)
-    start = time.monotonic()
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
-    heaps = heap.anonymous_heaps(world_size, heap.DEFAULT_HEAP_BYTES)
-    board = B.Board(world_size)
-    for r in range(world_size):
-        board.set_state(r, -1, B.RUNNING)
-    shared = None
-    if schedule != "free":
-        from sim.schedulers.deterministic import SharedSchedule
-        shared = SharedSchedule(world_size, seed)
-    trace_dir = None
-    if trace:
-        import tempfile
-        trace_dir = tempfile.mkdtemp(prefix="triton_dist-trace-")
-    race_dir = None
-    if race_check:
-        import tempfile
-        from sim.race import SlotTable
-        race_dir = tempfile.mkdtemp(prefix="triton_dist-race-")
-    options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
-                   barrier_plus_one=bool(barrier_plus_one), shared=shared,
-                   trace_dir=trace_dir, trace_t0=time.time(),
-                   race=(race_dir, SlotTable()) if race_dir else None)
-    ctx = mp.get_context("fork")
-    procs, pipes = [], []
-    outcomes = None
-    try:
-        for r in range(world_size):
-            rd, wr = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_rank_main, name=f"triton_dist-rank{r}",
-                            args=(r, world_size, listener, heaps, board, options, fn, args, kwargs, wr))
-            p.daemon = True
-            p.start()
-            wr.close()
-            procs.append(p)
-            pipes.append(rd)
-        try:
-            outcomes = collect(procs, pipes, board, timeout, start)
-        except (RankError, DeadlockError) as e:
-            if shared is not None:
-                _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)
-                LAST_FAILURE.update(schedule=schedule, seed=seed, memory_model=memory_model)
-            raise
-    finally:
-        teardown(procs, pipes, listener)
-        if trace_dir is not None:
-            import shutil
-            from sim import trace as T
-            T.merge(trace_dir, trace, world_size, shared is not None)
-            shutil.rmtree(trace_dir, ignore_errors=True)
-        if race_dir is not None and outcomes is None:
-            import shutil
-            shutil.rmtree(race_dir, ignore_errors=True)
-    values = []
-    for r, (kind, *rest) in enumerate(outcomes):
-        values.append(rest[0])
-    digest = shared.digest() if shared else ""
-    result = LaunchResult(values=values, seed=seed, schedule_digest=digest,
-                          wall_seconds=time.monotonic() - start, schedule=schedule,
-                          steps=shared.steps() if shared else 0,
-                          switches=shared.switches() if shared else 0)
-    if race_dir is not None:
-        _check_races(result, race_dir, world_size, race_check)
-    return result
+def set_rank_environment(rank, world_size, backend_name) -> None:
+    """What torchrun would set, so rank code written for torchrun works unchanged."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND=backend_name)
 
 
-def _check_races(result, race_dir, world_size, race_check):
-    """Analyse the ranks' access logs (sim/race.py); raise RaceError if asked to."""
-    import shutil
-    from sim import race
-    try:
-        result.races = race.analyze(race_dir, world_size)
-    finally:
-        shutil.rmtree(race_dir, ignore_errors=True)
-    if result.races and race_check is True:
-        raise race.RaceError(result.races, result)
+def collect(procs, pipes, timeout, start, watchdog=None):
+    """The ranks' outcomes in rank order; raises the first RankError/DeadlockError.
 
-
-def main_or_launch(main, world_size=4) -> int:
-    """For scripts: run `main` as this process's rank when started by torchrun or
-    `triton-dist run` (RANK is set), else launch `world_size` simulated ranks of it.
-    Returns an exit status: 0 when every rank's `main` returned something true."""
-    if "RANK" in os.environ:
-        ok = main()
-        from . import finalize
-        finalize()
-        return 0 if ok else 1
-    from . import backend as _backend
-    if _backend.resolve() == "cuda":
-        from backend_cuda.runtime import device_count
-        if 0 < device_count() < world_size:
-            print(f"[triton_dist] {device_count()} GPU(s) here: running {device_count()} ranks instead of "
-                  f"{world_size}", file=sys.stderr)
-            world_size = device_count()
-    return 0 if all(launch(main, world_size=world_size).values) else 1
-
-
-def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared):
-    """Make a failure under a deterministic schedule say how to reproduce it exactly."""
-    e.seed = seed
-    e.schedule = schedule
-    e.schedule_digest = shared.digest()
-    e.events = shared.last_events(DEFAULTS["events"])
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
-    extra = "" if memory_model == "ascend" else f", memory_model={memory_model!r}"
-    extra += "" if barrier_plus_one else ", barrier_plus_one=False"
-    e.replay = (f"triton_dist.launch({name}, ..., world_size={world_size}, schedule={schedule!r}, "
-                f"seed={seed}{extra})")
-    if DEFAULTS.get("replay_cmd"):            # set by the command line: replay it the same way
-        e.replay = DEFAULTS["replay_cmd"].format(seed=seed, schedule=schedule)
-    line = f"\nseed {seed} under schedule={schedule!r}; replay exactly with: {e.replay}"
-    if isinstance(e, DeadlockError):
-        e.message += line
-        e.args = (e.message + ("\n" + e.report if e.report else ""),)
-    else:
-        e.message += line
-        e.args = (str(e),)
-
-
-def collect(procs, pipes, board, timeout, start):
-    """The ranks' outcomes in rank order; raises the first RankError/DeadlockError.  board:
-    the simulator's status board (its watchdog and report), or None for real devices."""
+    watchdog: None, or an object with `check(outcomes)` (called about every 0.1 s; raises
+    DeadlockError when no rank can make progress) and `timeout_report()` (the report of a
+    launch that timed out)."""
     import dill
+    from multiprocess import connection
     n = len(procs)
     outcomes = [None] * n
     by_obj = {}
     for r in range(n):
         by_obj[pipes[r]] = r
         by_obj[procs[r].sentinel] = r
-    stall_start, last = None, None
     while any(o is None for o in outcomes):
         waiting_on = [pipes[r] for r in range(n) if outcomes[r] is None] + \
                      [procs[r].sentinel for r in range(n) if outcomes[r] is None]
@@ -374,30 +278,18 @@ def collect(procs, pipes, board, timeout, start):
             if o[0] == "deadlock":
                 raise DeadlockError(o[1], o[2])
         if time.monotonic() - start > timeout:
-            _dump_stacks(procs, outcomes)
-            if board is None:
+            dump_stacks(procs, outcomes)
+            if watchdog is None:
                 late = ", ".join(str(r) for r, o in enumerate(outcomes) if o is None)
                 raise DeadlockError(f"launch timed out after {timeout:g} s",
                                     f"ranks still running: {late} (their Python stacks are on stderr)")
-            raise DeadlockError(f"launch timed out after {timeout:g} s", board.report())
-        # Watchdog: every unfinished rank blocked and nothing moving (simulated ranks only).
-        if board is not None and _all_blocked(board, outcomes):
-            snap = board.snapshot()
-            if last is not None and (snap == last).all():
-                stall_start = stall_start or time.monotonic()
-                if time.monotonic() - stall_start > min(STALL_SECONDS, timeout):
-                    raise DeadlockError(
-                        f"no rank can make progress: every unfinished rank has been blocked for "
-                        f"{STALL_SECONDS:g} s with nothing changing", board.report())
-            else:
-                stall_start = None
-            last = snap
-        else:
-            stall_start, last = None, None
+            raise DeadlockError(f"launch timed out after {timeout:g} s", watchdog.timeout_report())
+        if watchdog is not None:
+            watchdog.check(outcomes)
     return outcomes
 
 
-def _dump_stacks(procs, outcomes):
+def dump_stacks(procs, outcomes):
     """Ask the ranks still running to print their Python stacks (to stderr) before teardown."""
     for r, p in enumerate(procs):
         if outcomes[r] is None and p.is_alive():
@@ -408,17 +300,5 @@ def _dump_stacks(procs, outcomes):
     time.sleep(0.2)
 
 
-def _all_blocked(board, outcomes) -> bool:
-    from sim import board as B
-    for r, o in enumerate(outcomes):
-        if o is not None:
-            continue
-        host = int(board.rec[r, B.HOST]["state"])
-        if host == B.HOST_COLLECTIVE or host == B.DONE:
-            continue
-        if host != B.IN_KERNEL:
-            return False
-        states = board.rec[r, :B.MAX_CORES]["state"]
-        if (states == B.RUNNING).any():
-            return False
-    return True
+def values_of(outcomes) -> list:
+    return [rest[0] for _, *rest in outcomes]

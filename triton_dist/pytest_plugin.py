@@ -32,9 +32,14 @@ import shlex
 
 import pytest
 
-BACKENDS = ("sim", "npu", "cuda")
+def _backends() -> list:
+    from triton_dist import registry
+    return registry.backend_names()
 
-SIM_ONLY_ON_CUDA = "simulator-only test: this session compiles kernels for CUDA (TRITON_DIST_BACKEND=cuda)"
+
+def _default_backend() -> str:
+    from triton_dist import registry
+    return registry.DEFAULT_BACKEND
 
 
 def _session_backend():
@@ -48,46 +53,47 @@ def _session_backend():
 
 
 def _available(name: str):
-    """None if the backend can run in this pytest process, else the reason it cannot."""
-    if name == "sim":
-        which = _session_backend()
-        if which == "sim":
-            return None
-        env = os.environ.get("TRITON_DIST_BACKEND", "auto")
+    """None if the backend can run in this pytest process, else the reason it cannot.
+
+    Which backend kernels are built for is fixed per process: a backend's tests run only in
+    a session of that backend, and only where its class reports nothing missing."""
+    from triton_dist import registry
+    from triton_dist.errors import TritonDistError
+    try:
+        cls = registry.backend_class(name)
+        need = cls.missing()
+    except TritonDistError as e:
+        return f"backend {name!r} cannot be loaded: {e}"
+    if need:
+        return f"backend {name!r} needs {', '.join(need)}"
+    which = _session_backend()
+    if which == name:
+        return None
+    env = os.environ.get("TRITON_DIST_BACKEND", "auto")
+    if name == _default_backend():
         return (f"this session compiles kernels for {which or env!r} (TRITON_DIST_BACKEND={env}); "
                 f"run the simulator tests in another session")
-    if name == "cuda":
-        try:
-            from backend_cuda.runtime import missing
-        except ImportError as e:
-            return f"backend 'cuda' needs the backend_cuda package ({e})"
-        need = missing()
-        if need:
-            return f"backend 'cuda' needs {', '.join(need)}"
-        if _session_backend() != "cuda":
-            return ("kernels in this session are interpreted by the simulator; run the cuda tests in a "
-                    "session started with TRITON_DIST_BACKEND=cuda")
-        return None
-    from backend_ascend.runtime import missing
-    need = missing()
-    return f"backend 'npu' needs {', '.join(need)}" if need else None
+    if which == _default_backend():
+        return (f"kernels in this session are interpreted by the simulator; run the {name} tests in a "
+                f"session started with TRITON_DIST_BACKEND={name}")
+    return (f"this session compiles kernels for {which or env!r} (TRITON_DIST_BACKEND={env}); run the "
+            f"{name} tests in a session started with TRITON_DIST_BACKEND={name}")
 
 
 def need_ranks(backend: str, n: int) -> None:
     """Skip the calling test when `backend` cannot run n ranks on this machine (cuda: one GPU
     per rank); the simulator runs any number."""
-    if backend == "cuda":
-        from backend_cuda.runtime import ranks_fit
-        why = ranks_fit(n)
-        if why:
-            pytest.skip(why)
+    from triton_dist import registry
+    why = registry.backend_class(backend).ranks_fit(n)
+    if why:
+        pytest.skip(why)
 
 
 def pytest_addoption(parser):
     g = parser.getgroup("triton_dist", "triton_dist simulator and backends")
     g.addoption("--backend", default=None, metavar="LIST",
-                help="comma list of backends to run the `backend` fixture on (sim, npu, cuda); "
-                     "default: every available one")
+                help="comma list of backends to run the `backend` fixture on (registered ones: sim, "
+                     "npu, cuda, ...); default: every available one")
     g.addoption("--sim-schedule", default=None, choices=["free", "random", "pct"],
                 help="schedule triton_dist.launch uses when a test passes none")
     g.addoption("--sim-seed", type=int, default=None, help="seed for random/pct schedules")
@@ -100,12 +106,12 @@ def pytest_addoption(parser):
 def _selected(config):
     raw = config.getoption("--backend")
     if raw is None:
-        return [b for b in BACKENDS if _available(b) is None] or ["sim"]
+        return [b for b in _backends() if _available(b) is None] or [_default_backend()]
     names = [b.strip() for b in raw.split(",") if b.strip()]
-    bad = [b for b in names if b not in BACKENDS]
+    bad = [b for b in names if b not in _backends()]
     if bad:
         raise pytest.UsageError(f"--backend: unknown backend(s) {', '.join(bad)}; choose from "
-                                f"{', '.join(BACKENDS)}")
+                                f"{', '.join(_backends())}")
     return names
 
 
@@ -136,15 +142,18 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """In a cuda session only the tests that take the `backend` fixture (or are marked for
-    cuda) run: everything else asserts what the simulator does."""
-    if _session_backend() != "cuda":
+    """In a session of another backend than the default (the simulator), only the tests
+    that take the `backend` fixture (or are marked for that backend) run: everything else
+    asserts what the simulator does."""
+    which = _session_backend()
+    if which is None or which == _default_backend():
         return
-    skip = pytest.mark.skip(reason=SIM_ONLY_ON_CUDA)
+    skip = pytest.mark.skip(reason=f"simulator-only test: this session compiles kernels for {which.upper()} "
+                                   f"(TRITON_DIST_BACKEND={which})")
     for item in items:
         if "backend" in getattr(item, "fixturenames", ()):
             continue
-        if any("cuda" in mark.args for mark in item.iter_markers("backend")):
+        if any(which in mark.args for mark in item.iter_markers("backend")):
             continue
         item.add_marker(skip)
 
@@ -202,7 +211,7 @@ def replay_line(item) -> str:
     from triton_dist import launcher
     last = launcher.LAST_LAUNCH
     parts = ["pytest", shlex.quote(item.nodeid)]
-    schedule = last.get("schedule", launcher.DEFAULTS["schedule"])
+    schedule = last.get("schedule") or launcher.DEFAULTS.get("schedule") or "free"
     parts += ["--sim-schedule", schedule]
     seed = getattr(item, "_triton_dist_seed", None)
     if seed is None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import numpy as np
 import triton.language as tl
 
+from triton.runtime import interpreter as _interpreter
+
 from triton_dist import backend
+from triton_dist.backend import Ptr
 from triton_dist.errors import TritonDistError
 
 _TL_NP = {"int1": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
@@ -19,10 +22,8 @@ _TL_NP = {"int1": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int3
 
 
 def interpreting(_semantic) -> bool:
-    if _semantic is None:
-        return True
-    from sim.interp import interpreting as _interp
-    return _interp(_semantic)
+    """True when a builtin is run by Triton's interpreter (the simulator), not compiled."""
+    return _semantic is None or isinstance(getattr(_semantic, "builder", None), _interpreter.InterpreterBuilder)
 
 
 def unwrap(x):
@@ -38,27 +39,24 @@ def pointer_dtype(x) -> tl.dtype:
 
 
 def to_py(x, what="argument"):
-    """An interpreter value as a Python value; pointers as sim.primitives.Ptr."""
+    """An interpreter value as a Python value; pointers as triton_dist.backend.Ptr."""
     x = unwrap(x)
     if isinstance(x, tl.tensor):
         data = x.handle.data
         if x.type.is_block() or data.size != 1:
             raise TritonDistError(f"{what}: expected a scalar, got a block of shape {list(x.shape)}")
         if x.type.scalar.is_ptr():
-            from sim.primitives import Ptr
             return Ptr(int(data.ravel()[0]), x.type.scalar.element_ty.name)
         return data.ravel()[0].item()
     return x
 
 
 def scalar(value, dtype: tl.dtype):
-    from sim.interp import TensorHandle
-    return tl.tensor(TensorHandle(np.array([value], dtype=_TL_NP[dtype.name]), dtype), dtype)
+    return tl.tensor(_interpreter.TensorHandle(np.array([value], dtype=_TL_NP[dtype.name]), dtype), dtype)
 
 
 def pointer(addr: int, ptr_ty: tl.pointer_type):
-    from sim.interp import TensorHandle
-    return tl.tensor(TensorHandle(np.array([addr], dtype=np.uint64), ptr_ty), ptr_ty)
+    return tl.tensor(_interpreter.TensorHandle(np.array([addr], dtype=np.uint64), ptr_ty), ptr_ty)
 
 
 def run(family: str, *args):

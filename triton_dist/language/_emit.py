@@ -31,16 +31,16 @@ An op without a result (`triton_dist.void`) still has one i32 result, because
 
 backend_ascend (ConvertTritonDistributedToHIVM) turns every carrier into a
 `hivm.hir.custom`.  A kernel compiled for CUDA gets no carriers: it calls the same symbols
-in the CUDA device library (backend_cuda/emit.py).  The simulator never reaches this module: when interpreting, the dl
-ops run their primitive before getting here.
+in the CUDA device library (backend_cuda/emit.py), found through the registry by the
+library's name.  The simulator never reaches this module: when interpreting, the dl ops
+run their primitive before getting here.
 """
 from __future__ import annotations
 
-import sys
-import types
 
 import triton.language as tl
 
+from triton_dist import registry
 from triton_dist import symbols as S
 from triton_dist.errors import TritonDistError
 
@@ -91,26 +91,27 @@ def _pure(op):
     return S.DL_OPS[op].effects == S.NONE
 
 
-CUDA_LIBNAME = "triton_dist_cuda"      # backend_cuda.devlib.LIBNAME
-
-
-def _compiling_for_cuda(_semantic) -> bool:
-    """The kernel links the CUDA device library (backend_cuda/loader.py adds it to the options
-    of every CUDA compile once backend 'cuda' is initialized).  The Ascend frontend also
-    compiles with a CUDA target, but without that library."""
+def _device_library_emitter(_semantic):
+    """The emitter of a device library this compile links (registered under the triton_dist.
+    device_libraries entry-point group by its backend, e.g. backend 'cuda'), or None: then
+    the op is carried to the lowering as a carrier.  The Ascend frontend links none."""
     options = getattr(_semantic.builder, "options", None)
-    libs = getattr(options, "extern_libs", None) or ()
-    return getattr(options, "backend_name", None) == "cuda" and any(name == CUDA_LIBNAME for name, _ in libs)
+    for name, _path in getattr(options, "extern_libs", None) or ():
+        emitter = registry.device_library_emitter(name)
+        if emitter is not None:
+            return emitter
+    return None
 
 
 def emit(op, operands, _semantic, **attrs):
     """Emit dl.<op> into the kernel being compiled (see the module docstring).
 
-    A kernel compiled for CUDA calls the aclshmem symbols directly (backend_cuda/emit.py).
+    A kernel that links a registered device library (the CUDA one) calls the aclshmem
+    symbols directly, through that library's emitter (backend_cuda/emit.py).
     """
-    if _compiling_for_cuda(_semantic):
-        from backend_cuda.emit import emit as emit_cuda
-        return emit_cuda(op, operands, _semantic, **attrs)
+    emitter = _device_library_emitter(_semantic)
+    if emitter is not None:
+        return emitter(op, operands, _semantic, **attrs)
     if op in ("rank", "num_ranks"):
         axis = attrs.get("axis", -1)
         return _carrier(_semantic, op, ATTR_PREFIX + op, [], tl.int32, _pure(op), {"axis": int(axis)})

@@ -1,18 +1,12 @@
 """Platform device libraries.  `libshmem_device` is a ModuleProxy: exactly one platform
-module is active (chosen by the backend), and every attribute access or call is forwarded
-to it at call time, so a kernel written once runs on whichever backend is active."""
+module is active (the backend's `libshmem_device_module`), and every attribute access or
+call is forwarded to it at call time, so a kernel written once runs on whichever backend
+is active."""
 from __future__ import annotations
 
 import importlib
 import sys
 import types
-
-# backend name -> platform module; the simulator models the Ascend NPU, so it uses the
-# Ascend library too, and so does CUDA: Ascend's rules are the contract kernels are written
-# to, and the CUDA device library defines the same aclshmem symbols.
-_PLATFORM_MODULES = {"sim": "triton_dist.language.extra.ascend.libshmem_device",
-                     "npu": "triton_dist.language.extra.ascend.libshmem_device",
-                     "cuda": "triton_dist.language.extra.ascend.libshmem_device"}
 
 
 class ModuleProxy(types.ModuleType):
@@ -20,13 +14,13 @@ class ModuleProxy(types.ModuleType):
     # marked as a builtin; the proxy is a module subclass, so it says so.
     __triton_builtin__ = True
 
-    def __init__(self, name, table):
+    def __init__(self, name, attribute):
         super().__init__(name)
-        self._table = table
+        self._attribute = attribute      # the Backend class attribute naming the platform module
 
     def _target(self):
-        from triton_dist.backend import resolve
-        return importlib.import_module(self._table[resolve()])
+        from triton_dist.backend import backend_class
+        return importlib.import_module(getattr(backend_class(), self._attribute))
 
     def __getattr__(self, attr):
         if attr.startswith("__") and attr.endswith("__"):
@@ -37,5 +31,5 @@ class ModuleProxy(types.ModuleType):
         return dir(self._target())
 
 
-libshmem_device = ModuleProxy(__name__ + ".libshmem_device", _PLATFORM_MODULES)
+libshmem_device = ModuleProxy(__name__ + ".libshmem_device", "libshmem_device_module")
 sys.modules[libshmem_device.__name__] = libshmem_device

@@ -6,6 +6,8 @@
 
 Each rank runs the script as __main__ with RANK/WORLD_SIZE set (so a script written for
 torchrun works unchanged); a script that exits with a non-zero status fails its rank.
+The simulator registers these subcommands into `triton-dist` (pyproject.toml, entry-point
+group triton_dist.subcommands); triton_dist/cli.py is the front.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True)
 
 
 def _check(args):
-    from .cli import CliError
+    from triton_dist.cli import CliError
     if not os.path.isfile(args.script):
         raise CliError(f"no such file: {args.script}")
     if not 1 <= args.nproc <= 64:
@@ -57,21 +59,21 @@ def _launch(args, seed=None, trace=None, events=None):
     """One launch of the script; session defaults are restored afterwards (the CLI may be
     called in-process, e.g. from tests)."""
     import triton_dist
-    from . import launcher
+    from .launch import SESSION
     extra = f" --memory-model {args.memory_model}" if args.memory_model != "ascend" else ""
-    saved = dict(launcher.DEFAULTS)
-    launcher.DEFAULTS["replay_cmd"] = (f"triton-dist replay -n {args.nproc} {args.script} "
-                                       f"--schedule {{schedule}} --seed {{seed}}{extra}")
+    saved = dict(SESSION)
+    SESSION["replay_cmd"] = (f"triton-dist replay -n {args.nproc} {args.script} "
+                             f"--schedule {{schedule}} --seed {{seed}}{extra}")
     if events is not None:
-        launcher.DEFAULTS["events"] = events
+        SESSION["events"] = events
     try:
         return triton_dist.launch(run_script, args.script, args.args, world_size=args.nproc,
                                   schedule=args.schedule, seed=seed, memory_model=args.memory_model,
                                   timeout=args.timeout, trace=trace,
                                   race_check=bool(getattr(args, "race_check", False)))
     finally:
-        launcher.DEFAULTS.clear()
-        launcher.DEFAULTS.update(saved)
+        SESSION.clear()
+        SESSION.update(saved)
 
 
 # --- run --------------------------------------------------------------------------------------
@@ -127,7 +129,7 @@ def _progress(i, total, passed, failed, width=30):
 
 def explore(args) -> int:
     _check(args)
-    from .cli import CliError
+    from triton_dist.cli import CliError
     import triton_dist
     if args.schedule == "free":
         raise CliError("explore needs a deterministic schedule: --schedule random or pct")
@@ -173,7 +175,7 @@ def configure_replay(p):
 
 def replay(args) -> int:
     _check(args)
-    from .cli import CliError
+    from triton_dist.cli import CliError
     import triton_dist
     if args.schedule == "free":
         raise CliError("replay needs a deterministic schedule: --schedule random or pct")
@@ -192,3 +194,15 @@ def replay(args) -> int:
     if args.trace:
         print(f"trace written to {args.trace}")
     return 0
+
+
+def _subcommand(name, order, help, configure, handler):
+    from triton_dist.cli import Subcommand
+    return Subcommand(name, help, configure, handler, order=order)
+
+
+RUN = _subcommand("run", 10, "run a script as N simulated ranks, like torchrun", configure_run, run)
+EXPLORE = _subcommand("explore", 20, "run a script under many seeds of a deterministic schedule and "
+                      "summarize the outcomes", configure_explore, explore)
+REPLAY = _subcommand("replay", 30, "rerun one seed, print the last events before the failure, "
+                     "optionally write a Chrome/Perfetto trace", configure_replay, replay)

@@ -1,0 +1,158 @@
+"""launch(backend="sim"): run a function in N simulated ranks.
+
+Before forking, the launcher creates the symmetric heaps and the status board as
+anonymous shared mappings, so every rank sees every heap at the same address and nothing
+is ever named in /dev/shm: a rank that raises, is SIGKILLed or times out leaves nothing
+behind.  Deterministic schedules share one baton (sim/schedulers/deterministic.py); the
+launcher watches the status board (sim/watchdog.py) and collects race logs and traces.
+The fork / collect / teardown skeleton is the core's (triton_dist/launcher.py).
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+
+from triton_dist import launcher as L
+from triton_dist.errors import DeadlockError, RankError, TritonDistError
+
+# What the simulator uses for an option neither the caller nor the session set.
+OPTION_DEFAULTS = {"schedule": "free", "seed": None, "memory_model": "ascend", "barrier_plus_one": True,
+                   "trace": None, "race_check": False}
+# Simulator-only session settings the command line sets: how many events a failure report
+# keeps, and the command that replays a failure (instead of a launch() call).
+SESSION = {"events": 40, "replay_cmd": None}
+
+
+def check_options(schedule, memory_model, race_check) -> None:
+    from . import cache, schedulers
+    cache.make(memory_model)
+    schedulers.check(schedule)
+    if race_check not in (True, False, "report"):
+        raise TritonDistError(f"launch: race_check must be True, False or 'report', got {race_check!r}")
+
+
+def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwargs, conn):
+    """Body of a forked rank: initialize, run fn, send back the outcome, exit."""
+    import torch
+    # GNU OpenMP does not survive fork: if the launching process ever ran a parallel torch
+    # op, a rank that enters an OpenMP region hangs.  One intra-op thread per rank keeps
+    # torch out of OpenMP (and N ranks on few cores gain nothing from more, which is why
+    # torchrun sets OMP_NUM_THREADS=1 too).
+    torch.set_num_threads(1)
+    L.install_stack_dump()
+    from . import board as B
+    try:
+        L.set_rank_environment(rank, world_size, "sim")
+        from triton_dist import backend
+        store = L.rank_store(rank, world_size, listener, options["timeout"])
+        be = backend.active()
+        be.init(rank, world_size, heaps=heaps, board=board, store=store, **options)
+        board.set_state(rank, -1, B.RUNNING)
+        value = fn(*args, **kwargs)
+        # only a rank that finished hands the baton on: after a failure the schedule stops
+        # where it failed, so the digest and events of a replay match exactly
+        be.rt.sched.finish()
+        if options.get("race") is not None:
+            from . import race
+            race.dump_active()        # this rank's access log, for the launcher's analysis
+        result = L.pack_value(rank, value)
+    except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
+        result = L.pack_error(e)
+    try:
+        board.set_state(rank, -1, B.DONE)
+    finally:
+        L.report(conn, result)
+
+
+def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
+    from . import board as B
+    from . import heap
+    from .watchdog import BoardWatchdog
+    opts = {**OPTION_DEFAULTS, **given}
+    schedule, seed, memory_model = opts["schedule"], opts["seed"], opts["memory_model"]
+    trace, race_check, barrier_plus_one = opts["trace"], opts["race_check"], opts["barrier_plus_one"]
+    check_options(schedule, memory_model, race_check)
+    if schedule != "free" and seed is None:
+        seed = random.SystemRandom().randrange(2 ** 32)
+    L.LAST_LAUNCH.update(schedule=schedule, seed=seed, memory_model=memory_model)
+    start = time.monotonic()
+    listener = L.listen_socket()
+    heaps = heap.anonymous_heaps(world_size, heap.DEFAULT_HEAP_BYTES)
+    board = B.Board(world_size)
+    for r in range(world_size):
+        board.set_state(r, -1, B.RUNNING)
+    shared = None
+    if schedule != "free":
+        from .schedulers.deterministic import SharedSchedule
+        shared = SharedSchedule(world_size, seed)
+    trace_dir = tempfile.mkdtemp(prefix="triton_dist-trace-") if trace else None
+    race_dir = None
+    if race_check:
+        from .race import SlotTable
+        race_dir = tempfile.mkdtemp(prefix="triton_dist-race-")
+    options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
+                   barrier_plus_one=bool(barrier_plus_one), shared=shared,
+                   trace_dir=trace_dir, trace_t0=time.time(),
+                   race=(race_dir, SlotTable()) if race_dir else None)
+    procs, pipes, outcomes = [], [], None
+    try:
+        procs, pipes = L.fork_ranks(world_size, _rank_main,
+                                    (world_size, listener, heaps, board, options, fn, args, kwargs))
+        try:
+            outcomes = L.collect(procs, pipes, timeout, start, BoardWatchdog(board, timeout))
+        except (RankError, DeadlockError) as e:
+            if shared is not None:
+                _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)
+                L.LAST_FAILURE.update(schedule=schedule, seed=seed, memory_model=memory_model)
+            raise
+    finally:
+        L.teardown(procs, pipes, listener)
+        if trace_dir is not None:
+            from . import trace as T
+            T.merge(trace_dir, trace, world_size, shared is not None)
+            shutil.rmtree(trace_dir, ignore_errors=True)
+        if race_dir is not None and outcomes is None:
+            shutil.rmtree(race_dir, ignore_errors=True)
+    result = L.LaunchResult(values=L.values_of(outcomes), seed=seed,
+                            schedule_digest=shared.digest() if shared else "",
+                            wall_seconds=time.monotonic() - start, schedule=schedule,
+                            steps=shared.steps() if shared else 0,
+                            switches=shared.switches() if shared else 0)
+    if race_dir is not None:
+        _check_races(result, race_dir, world_size, race_check)
+    return result
+
+
+def _check_races(result, race_dir, world_size, race_check):
+    """Analyse the ranks' access logs (sim/race/); raise RaceError if asked to."""
+    from . import race
+    try:
+        result.races = race.analyze(race_dir, world_size)
+    finally:
+        shutil.rmtree(race_dir, ignore_errors=True)
+    if result.races and race_check is True:
+        raise race.RaceError(result.races, result)
+
+
+def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared):
+    """Make a failure under a deterministic schedule say how to reproduce it exactly."""
+    e.seed = seed
+    e.schedule = schedule
+    e.schedule_digest = shared.digest()
+    e.events = shared.last_events(SESSION["events"])
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
+    extra = "" if memory_model == "ascend" else f", memory_model={memory_model!r}"
+    extra += "" if barrier_plus_one else ", barrier_plus_one=False"
+    e.replay = (f"triton_dist.launch({name}, ..., world_size={world_size}, schedule={schedule!r}, "
+                f"seed={seed}{extra})")
+    if SESSION.get("replay_cmd"):            # set by the command line: replay it the same way
+        e.replay = SESSION["replay_cmd"].format(seed=seed, schedule=schedule)
+    line = f"\nseed {seed} under schedule={schedule!r}; replay exactly with: {e.replay}"
+    if isinstance(e, DeadlockError):
+        e.message += line
+        e.args = (e.message + ("\n" + e.report if e.report else ""),)
+    else:
+        e.message += line
+        e.args = (str(e),)
