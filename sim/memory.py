@@ -176,8 +176,10 @@ def atomic_rmw(op, ptrs, val, mask, sem):
     rt.space.check_many(sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
     rt.sched.point("atomic", int(sel[0]) if sel.size else 0)
     if rt.race is not None:
-        rt.race.atomic(sel, val.dtype.itemsize, sem != _RELAXED)
-    out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
+        out = rt.race.atomic(sel, val.dtype.itemsize, sem != _RELAXED,
+                             lambda: _read_by(ptrs, mask, _cpu.atomic_rmw(op, ptrs, val, mask, sem)))
+    else:
+        out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
     rt.sched.wrote()
     rt.spin_reset()
     return out
@@ -188,11 +190,26 @@ def atomic_cas(ptrs, cmp, val, sem):
     rt.space.check_many(ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
     rt.sched.point("atomic_cas", int(ptrs.ravel()[0]))
     if rt.race is not None:
-        rt.race.atomic(ptrs.ravel(), val.dtype.itemsize, sem != _RELAXED)
-    out = _cpu.atomic_cas(ptrs, cmp, val, sem)
+        out = rt.race.atomic(ptrs.ravel(), val.dtype.itemsize, sem != _RELAXED,
+                             lambda: _read_by(ptrs, None, _cpu.atomic_cas(ptrs, cmp, val, sem)))
+    else:
+        out = _cpu.atomic_cas(ptrs, cmp, val, sem)
     rt.sched.wrote()
     rt.spin_reset()
     return out
+
+
+def _read_by(ptrs, mask, out):
+    """(out, {address: the value the atomic read there}) for the race detector: an acquire
+    synchronises with what was actually read (the first lane on an address read it first)."""
+    p = np.asarray(ptrs).ravel()
+    o = np.broadcast_to(np.asarray(out), np.asarray(ptrs).shape).ravel()
+    m = np.ones(p.shape, dtype=bool) if mask is None else np.broadcast_to(mask, np.asarray(ptrs).shape).ravel()
+    read = {}
+    for a, v, on in zip(p.tolist(), o.tolist(), m.tolist()):
+        if on and a not in read:
+            read[a] = _int(v)
+    return out, read
 
 
 def _int(v):

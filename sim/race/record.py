@@ -185,26 +185,27 @@ class RaceRecorder:
         return -1
 
     # -- atomics (tl.atomic_*) -----------------------------------------------------------------------
-    def atomic(self, addrs: np.ndarray, size: int, synchronising: bool) -> None:
+    def atomic(self, addrs: np.ndarray, size: int, synchronising: bool, perform):
+        """A tl.atomic_* on the elements at addrs (already masked).  `perform()` does the
+        atomic and returns (result, {addr: value read}); an acquiring atomic synchronises
+        with the releases whose value it read, so it is performed under the slot table's
+        lock (SlotTable.read_modify_write).  Returns the atomic's result."""
         if addrs.size == 0:
-            return
+            return perform()[0]
         self.block(ATOMIC, OP_ATOMIC, addrs, size)
         if not synchronising:
-            return
+            return perform()[0]
         uniq = np.unique(addrs)
         if not self._in_heaps(int(uniq[0]), int(uniq[-1]) + size):
-            return
+            return perform()[0]
         t = self._task()
         rid = self._rid()
-        prevs = []
-        for a in uniq[:256].tolist():
-            p = self.slots.release(int(a), rid, REL_ADD, 0)
-            if p >= 0:
-                prevs.append(p)
-        # an acquire-release read-modify-write: acquires what the location's last release
-        # published, and its own release continues that release sequence
+        out, prevs = self.slots.read_modify_write(uniq[:256].tolist(), rid, perform)
+        # an acquire-release read-modify-write: acquires what the releases it read published,
+        # and its own release continues their release sequence
         self._sync(t, ("q", prevs, (), None))
         t.ev.append(("r", rid, None, 0, prevs))
+        return out
 
     # -- signals ----------------------------------------------------------------------------------------
     def signal(self, addr: int, size: int, add: bool, value) -> None:

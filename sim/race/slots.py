@@ -70,23 +70,55 @@ class SlotTable:
         """The releases a read of `value` at addr may have observed: the newest ADD (it carries
         the earlier releases) and every remembered SET of that value; if none, the newest
         release.  Taking too many only adds edges (it can hide a race, never invent one)."""
-        r = self.RING
-        value &= MASK64
         with self.lock:
-            i = self._index(addr, False)
-            if i < 0:
-                return []
-            head = int(self.heads[i])
-            if not head:
-                return []
-            out = []
-            add_seen = False
-            for k in range(1, min(head, r) + 1):
-                j = i * r + (head - k) % r
-                if int(self.ops[j]) == REL_ADD:
-                    if not add_seen:
-                        out.append(int(self.ids[j]))
-                        add_seen = True
-                elif int(self.vals[j]) == value:
+            return self._observed(addr, value & MASK64)
+
+    def _observed(self, addr: int, value: int) -> list:
+        r = self.RING
+        i = self._index(addr, False)
+        if i < 0:
+            return []
+        head = int(self.heads[i])
+        if not head:
+            return []
+        out = []
+        add_seen = False
+        for k in range(1, min(head, r) + 1):
+            j = i * r + (head - k) % r
+            if int(self.ops[j]) == REL_ADD:
+                if not add_seen:
                     out.append(int(self.ids[j]))
-            return out or [int(self.ids[i * r + (head - 1) % r])]
+                    add_seen = True
+            elif int(self.vals[j]) == value:
+                out.append(int(self.ids[j]))
+        return out or [int(self.ids[i * r + (head - 1) % r])]
+
+    def read_modify_write(self, addrs, rid: int, perform) -> tuple:
+        """An acquire-release atomic on addrs: `perform()` does it and returns {addr: value
+        read}.  Under the lock, so no release can register between the atomic's read and
+        the edges taken from it: the atomic acquires the releases whose value it READ (not
+        the newest one before it started, which a SET landing in between would miss), then
+        registers its own release (an ADD: it continues the release sequence).  It also
+        acquires the newest release registered before it, as every release registers
+        before its store: that release (or the chain it continues) is at worst one not yet
+        visible, an extra edge, while the ring of RING entries can be overrun by the
+        atomic's own earlier polls (each one registers a release).
+        Returns (perform's result, acquired release ids)."""
+        r = self.RING
+        with self.lock:
+            out, read = perform()
+            prevs = []
+            for a in addrs:
+                i = self._index(a, True)
+                head = int(self.heads[i])
+                if head:
+                    prevs.append(int(self.ids[i * r + (head - 1) % r]))
+                for p in self._observed(a, read.get(a, 0) & MASK64):
+                    if p not in prevs:
+                        prevs.append(p)
+                j = i * r + head % r
+                self.ids[j] = rid
+                self.ops[j] = REL_ADD
+                self.vals[j] = 0
+                self.heads[i] = head + 1
+        return out, prevs
