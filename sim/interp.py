@@ -14,6 +14,7 @@ The canary test (tests/test_canary.py) checks each of these entry points exists.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import types
@@ -200,14 +201,32 @@ def _interpret_triton_stdlib() -> None:
     import sys
     from triton.runtime.jit import JITFunction
     done = {}
+
+    def interpreted(value):
+        if id(value) not in done:
+            done[id(value)] = _interp.InterpretedFunction(value.fn, **_jit_kwargs(value))
+        return done[id(value)]
+
     for name, module in list(sys.modules.items()):
         if not name.startswith("triton.language") or module is None:
             continue
         for attr, value in list(vars(module).items()):
             if isinstance(value, JITFunction):
-                if id(value) not in done:
-                    done[id(value)] = _interp.InterpretedFunction(value.fn, **_jit_kwargs(value))
-                setattr(module, attr, done[id(value)])
+                setattr(module, attr, interpreted(value))
+            elif isinstance(value, type) and value.__module__.startswith("triton.language"):
+                # the same helpers bound as methods (`x.sum()`, `x.cumsum(0)`: tl.tensor's
+                # @_tensor_member_fn @jit functions) live in the class, not the module
+                for m, v in list(vars(value).items()):
+                    if isinstance(v, JITFunction):
+                        setattr(value, m, _as_method(interpreted(v)))
+
+
+def _as_method(f):
+    # an InterpretedFunction is no descriptor: as a class attribute it would not bind `self`
+    # (triton's own _tensor_member_fn wraps it in a plain function under TRITON_INTERPRET=1)
+    def method(*args, **kwargs):
+        return f(*args, **kwargs)
+    return functools.update_wrapper(method, f.fn)   # __wrapped__: the helper's Python function
 
 
 def _jit_kwargs(f):
