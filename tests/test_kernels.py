@@ -390,12 +390,26 @@ def test_bad_input_gives_clear_errors(backend):
     assert "power of two" in msgs["block"] and "block_m" in msgs["block"]
 
 
-def test_workspace_that_does_not_fit_says_what_to_do(backend):
+def _set_heap_size(monkeypatch, backend, nbytes):
+    """Every backend takes a rank's heap size from TRITON_DIST_HEAP_SIZE when the rank starts
+    (cuda: 1 GiB default, npu and sim: 256 MiB); the simulator reads it once, at import
+    (sim/heap.py), so its default is set too.  A test relying on the size sets it."""
+    monkeypatch.setenv("TRITON_DIST_HEAP_SIZE", str(nbytes))
+    if backend == "sim":
+        from sim import heap
+        monkeypatch.setattr(heap, "DEFAULT_HEAP_BYTES", nbytes, raising=False)
+
+
+def test_workspace_that_does_not_fit_says_what_to_do(backend, monkeypatch):
     need_ranks(backend, 2)
+    heap_bytes = 256 << 20
+    _set_heap_size(monkeypatch, backend, heap_bytes)
+    n = (heap_bytes // 4 + (6 << 20)) // 4    # floats: 2 phases x 2 ranks x (heap/4 + 6 MiB) > heap
 
     def body():
         dev = triton_dist.device()
-        x = torch.empty(70 << 18, device=dev)   # 70 MiB per rank: 2 phases x 2 ranks x 70 MiB > 256 MiB heap
+        x = torch.empty(n, device=dev)
+        msg = None
         try:
             kernels.all_gather(x)
         except triton_dist.TritonDistError as e:
@@ -403,6 +417,7 @@ def test_workspace_that_does_not_fit_says_what_to_do(backend):
         y = kernels.all_gather(torch.ones(3, device=dev))  # the library still works afterwards
         return msg, y.tolist()
     for msg, y in triton_dist.launch(body, world_size=2, backend=backend).values:
+        assert msg is not None, f"an all_gather workspace of 2 x 2 x {n * 4} bytes fit a {heap_bytes}-byte heap"
         assert "kernels.all_gather" in msg and "free_workspaces()" in msg and "TRITON_DIST_HEAP_SIZE" in msg
         assert y == [1.0] * 6
 
