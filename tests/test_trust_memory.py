@@ -90,3 +90,82 @@ def test_relaxed_atomic_spin_is_a_race(slow_atomics):
     res = triton_dist.launch(_atomic_spin, "relaxed", world_size=2, race_check="report", timeout=30)
     assert any({r.first.op, r.second.op} == {"putmem writes", "loads"} for r in res.races), \
         "\n".join(map(str, res.races)) or "no race found"
+
+
+# ---- item 6: a wait value must fit the signal's dtype -----------------------------------------
+
+@triton.jit
+def wait_too_big(sig, V: tl.constexpr):
+    dl.wait(sig, 1, "sys", "acquire", waitValue=V)
+
+
+@triton.jit
+def wait_too_big_runtime(sig, v):
+    dl.wait(sig, 1, "sys", "acquire", waitValue=v)
+
+
+@triton.jit
+def signal_wait_until_too_big(sig, V: tl.constexpr):
+    shm.signal_wait_until(sig, shm.ACLSHMEM_CMP_EQ, V)
+
+
+def _wait_value(kernel, dtype, value, constexpr=True):
+    sig = triton_dist.symm_tensor((16,), dtype)
+    if constexpr:
+        kernel[(1,)](sig, V=value)
+    else:
+        kernel[(1,)](sig, value)
+
+
+@pytest.mark.parametrize("kernel, dtype, value, constexpr", [
+    (wait_too_big, torch.int32, 2 ** 32, True),            # truncated to 0: returned at once
+    (wait_too_big, torch.int32, 2 ** 31, True),
+    (wait_too_big, torch.int32, -2 ** 31 - 1, True),
+    (wait_too_big_runtime, torch.int32, 2 ** 32, False),   # an int64 kernel argument
+    (signal_wait_until_too_big, torch.int32, 2 ** 32, True),
+])
+def test_wait_value_that_does_not_fit_is_rejected(kernel, dtype, value, constexpr):
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(_wait_value, kernel, dtype, value, constexpr, world_size=1, timeout=10)
+    text = str(ei.value)
+    assert "does not fit" in text and str(value) in text and "int32" in text, text
+    assert "test_trust_memory.py" in text, text          # the kernel line
+
+
+@triton.jit
+def wait_for_big(sig, V: tl.constexpr):
+    if dl.rank() == 0:
+        dl.notify(sig, 1, signal=V, sig_op="set")
+    else:
+        dl.wait(sig, 1, "sys", "acquire", waitValue=V)
+
+
+def test_wait_value_at_the_edge_of_int64_works():
+    def body():
+        sig = triton_dist.symm_tensor((16,), torch.int64)
+        wait_for_big[(1,)](sig, V=2 ** 40)
+        triton_dist.barrier()
+        return sig[0].item()
+    res = triton_dist.launch(body, world_size=2, timeout=30)
+    assert res.values[1] == 2 ** 40
+
+
+@pytest.mark.parametrize("kernel, what", [(wait_too_big, "wait: waitValue"),
+                                          (signal_wait_until_too_big, "signal_wait_until: cmp_val")])
+def test_wait_value_that_does_not_fit_is_rejected_when_compiling(kernel, what):
+    """The same rule in the language layer rejects it in the Ascend lowering too."""
+    pytest.importorskip("backend_ascend")
+    from backend_ascend import lower
+    from triton_dist.errors import TritonDistError
+    with pytest.raises(TritonDistError, match=f"{what} 4294967296 does not fit the signal's dtype int32"):
+        lower(kernel, {"sig": "*i32"}, {"V": 2 ** 32})
+
+
+@triton.jit
+def notify_too_big(sig, V: tl.constexpr):
+    dl.notify(sig, 0, signal=V, sig_op="set")
+
+
+def test_signal_value_that_does_not_fit_is_rejected():
+    with pytest.raises(triton_dist.RankError, match="notify: signal 4294967296 does not fit"):
+        triton_dist.launch(_wait_value, notify_too_big, torch.int32, 2 ** 32, True, world_size=1, timeout=10)

@@ -175,6 +175,33 @@ def wait_dtype_error(dtype_name: str) -> str:
             f"allocate the signal buffer as torch.int32 or torch.int64")
 
 
+# The values a signal slot can hold, by dtype: a wait (or signal) value outside them would be
+# truncated to the slot's width (2**32 on int32 -> 0: the wait returns with no signal).
+INT_RANGES = {f"{s}int{b}": ((0, 2 ** b - 1) if s else (-2 ** (b - 1), 2 ** (b - 1) - 1))
+              for s in ("", "u") for b in (8, 16, 32, 64)}
+
+
+def value_fit_error(what: str, dtype_name: str, value) -> str | None:
+    """The message every backend gives for a signal/wait value that does not fit the signal's
+    dtype (None if it fits, or if the dtype is not an integer: other rules reject those)."""
+    rng = INT_RANGES.get(dtype_name)
+    if rng is None or isinstance(value, bool):
+        return None
+    if not isinstance(value, int):
+        try:
+            if float(value) != int(value):
+                raise ValueError
+            value = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return f"{what} {value!r} is not an integer; the signal is {dtype_name}"
+    lo, hi = rng
+    if lo <= value <= hi:
+        return None
+    return (f"{what} {value} does not fit the signal's dtype {dtype_name} ({lo}..{hi}): it would be "
+            f"truncated to {dtype_name}'s width and compare against another value; use a wider signal "
+            f"(torch.int64) or a smaller value")
+
+
 def wait_symbol(dtype_name: str) -> str:
     """Symbol of dl.wait on a signal of triton dtype `dtype_name`; ValueError if there is none."""
     if dtype_name not in WAIT_SIGNAL_TYPES:

@@ -48,6 +48,21 @@ def _scalar_ptr(x, op):
     return x
 
 
+def check_value_fits(ptr, value, what, _semantic):
+    """Reject a signal/wait value that does not fit the signal's dtype (SEMANTICS: it would be
+    truncated; 2**32 waited on an int32 slot is 0).  One rule for every backend: a constant
+    is checked when compiling too, a value known only at run time where it is known (the
+    simulator)."""
+    v = D.unwrap(value)
+    if isinstance(v, tl.tensor):
+        if not D.interpreting(_semantic):
+            return
+        v = D.to_py(v, what)
+    err = S.value_fit_error(what, D.pointer_dtype(ptr).name, v)
+    if err is not None:
+        raise TritonDistError(f"{_where()}: {err}")
+
+
 @dist_builtin
 def rank(axis=-1, _semantic=None):
     """This PE's rank (aclshmem_my_pe), int32."""
@@ -86,6 +101,7 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
         symbol = S.notify_symbol(D.pointer_dtype(ptr).name, sig_op)
     except ValueError as e:
         raise TritonDistError(f"{_where()}: {e}") from None
+    check_value_fits(ptr, signal, "notify: signal", _semantic)
     if D.interpreting(_semantic):
         p = D.to_py(ptr, "notify")
         r = int(D.to_py(rank, "notify rank"))
@@ -111,6 +127,7 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None)
         raise TritonDistError(f"{_where()}: wait: scope must be one of {S.WAIT_SCOPES}, got {scope!r}")
     if semantic not in S.WAIT_SEMANTICS:
         raise TritonDistError(f"{_where()}: wait: semantic must be one of {S.WAIT_SEMANTICS}, got {semantic!r}")
+    check_value_fits(barrierPtrs, waitValue, "wait: waitValue", _semantic)
     if D.interpreting(_semantic):
         tok = D.run("aclshmem_wait", D.to_py(barrierPtrs, "wait"), int(D.to_py(numBarriers, "wait numBarriers")),
                     D.to_py(waitValue, "wait waitValue"))

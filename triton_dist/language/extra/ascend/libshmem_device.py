@@ -10,7 +10,7 @@ import triton.language as tl
 
 from triton_dist import symbols as S
 from triton_dist.errors import TritonDistError
-from triton_dist.language import dist_builtin, extern_call
+from triton_dist.language import check_value_fits, dist_builtin, extern_call
 from triton_dist.language import _dispatch as D
 
 ACLSHMEM_SIGNAL_SET = tl.constexpr(S.ACLSHMEM_SIGNAL_SET)
@@ -159,6 +159,7 @@ def _sig_ptr(sig_addr, what):
 def _putmem_signal(op, dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic):
     d, s = _ptr_arg(dest, op), _ptr_arg(source, op)
     sig = _sig_ptr(sig_addr, op)
+    check_value_fits(sig, signal, f"{op}: signal", _semantic)
     return _call(op, [d, s, _cast(nbytes, _U32, _semantic), sig, _cast(signal, _I32, _semantic),
                       _cast(sig_op, _I32, _semantic), _cast(pe, _I32, _semantic)],
                  [d.type, s.type, _U32, _PI32, _I32, _I32, _I32], (), _semantic)
@@ -177,6 +178,7 @@ def putmem_signal_nbi(dest, source, nbytes, sig_addr, signal, sig_op, pe, _seman
 @dist_builtin
 def signal_op(sig_addr, signal, sig_op, pe, _semantic=None):
     sig = _sig_ptr(sig_addr, "signal_op")
+    check_value_fits(sig, signal, "signal_op: signal", _semantic)
     return _call("signal_op", [sig, _cast(signal, _I32, _semantic), _cast(sig_op, _I32, _semantic),
                                _cast(pe, _I32, _semantic)], [_PI32, _I32, _I32, _I32], (), _semantic)
 
@@ -184,6 +186,7 @@ def signal_op(sig_addr, signal, sig_op, pe, _semantic=None):
 @dist_builtin
 def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None):
     sig = _sig_ptr(sig_addr, "signal_wait_until")
+    check_value_fits(sig, cmp_val, "signal_wait_until: cmp_val", _semantic)
     return _call("signal_wait_until", [sig, _cast(cmp_, _I32, _semantic), _cast(cmp_val, _I32, _semantic)],
                  [_PI32, _I32, _I32], _I32, _semantic)
 
