@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 
+from triton_dist import lifeline
 from triton_dist.backend import Backend
 from triton_dist.errors import TritonDistError
 from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype
@@ -77,7 +78,10 @@ class SimBackend(Backend):
         self._managed = heaps is not None
         if not dist.is_initialized():
             if store is not None:
-                dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+                # gloo's own timeout is a second way out of a host collective that never completes
+                import datetime
+                dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                                        timeout=datetime.timedelta(seconds=max(30.0, float(timeout))))
             else:
                 if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
                     raise TritonDistError(
@@ -144,6 +148,7 @@ class SimBackend(Backend):
 
     def _collective(self, what, fn):
         rt = self._runtime()
+        lifeline.exit_if_orphaned()
         rt.board.set(rt.rank, -1, B.HOST_COLLECTIVE, what, _caller())
         if rt.tracer:
             rt.tracer.begin(what)

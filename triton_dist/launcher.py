@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from . import backend as _backend
-from . import registry
+from . import lifeline, registry
 from .errors import DeadlockError, RaceError, RankError, TritonDistError, race_report  # noqa: F401
 
 MAX_WORLD_SIZE = 64
@@ -138,10 +138,11 @@ def fork_ranks(world_size, body, body_args, name="triton_dist-rank"):
     import multiprocess as mp
     ctx = mp.get_context("fork")
     procs, pipes = [], []
+    me = os.getpid()
     try:
         for r in range(world_size):
             rd, wr = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=body, name=f"{name}{r}", args=(r, *body_args, wr))
+            p = ctx.Process(target=_rank_start, name=f"{name}{r}", args=(me, body, r, *body_args, wr))
             p.daemon = True
             p.start()
             wr.close()
@@ -151,6 +152,12 @@ def fork_ranks(world_size, body, body_args, name="triton_dist-rank"):
         teardown(procs, pipes, None)
         raise
     return procs, pipes
+
+
+def _rank_start(launcher_pid, body, *args):
+    """First thing in a forked rank: die with the launcher (triton_dist/lifeline.py)."""
+    lifeline.die_with_parent(launcher_pid)
+    body(*args)
 
 
 def install_stack_dump() -> None:
@@ -213,6 +220,7 @@ def rank_store(rank, world_size, listener, timeout):
     bound before forking: the launcher itself never runs a store, so it has no c10d threads
     that a fork could catch holding a lock (that hung TCPStore clients in forked children)."""
     from torch.distributed import TCPStore
+    lifeline.exit_if_orphaned()      # the store's own timeout bounds the wait below
     port = listener.getsockname()[1]
     if rank == 0:
         return TCPStore("127.0.0.1", port, world_size, is_master=True, wait_for_workers=False,

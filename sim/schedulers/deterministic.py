@@ -31,6 +31,7 @@ import threading
 import multiprocess as mp
 import numpy as np
 
+from triton_dist import lifeline
 from triton_dist.errors import DeadlockError, TritonDistError
 
 MAX_CORES = 64               # cores per rank per launch under a deterministic schedule
@@ -38,6 +39,7 @@ EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
 MASK64 = (1 << 64) - 1
 SPIN_BEFORE_SLEEP = 200
+WAKE_CHECK_SECONDS = 0.5     # a task sleeping for the baton checks this often that its launcher lives
 # words of the shared header (uint64): generator state, decision hash, counters
 RNG, DIGEST, SEED, STEPS, EPOCH, SWITCHES = range(6)
 # signed words: who holds the baton, collective bookkeeping
@@ -209,7 +211,10 @@ class DeterministicScheduler:
                 if cur[CURRENT] == me:
                     break
                 os.sched_yield()
-            sem.acquire()
+            # Never an unbounded wait: a rank whose launcher died exits (the launcher's own
+            # timeout ends every other way this could block forever).
+            while not sem.acquire(True, WAKE_CHECK_SECONDS):
+                lifeline.exit_if_orphaned()
         if self.aborting and me != self.host_slot:
             raise SystemExit(0)
 

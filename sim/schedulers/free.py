@@ -6,6 +6,8 @@ import contextlib
 import threading
 import time
 
+from triton_dist import lifeline
+
 
 class FreeScheduler:
     name = "free"
@@ -47,6 +49,8 @@ class FreeScheduler:
     def spin(self, waiter):
         # Back off so spinning threads leave the GIL to the ones that can make progress.
         n = waiter.rounds
+        if n % 4096 == 0:
+            lifeline.exit_if_orphaned()     # PR_SET_PDEATHSIG's backstop (triton_dist/lifeline.py)
         if n < 64:
             time.sleep(0)
         else:
