@@ -1,8 +1,11 @@
 """`triton-dist run / explore / replay`: a script as N simulated ranks, like torchrun.
 
     triton-dist run -n 4 script.py [args]              run once (any schedule)
-    triton-dist explore -n 4 script.py --seeds 200     many seeds; summary of outcomes
-    triton-dist replay -n 4 script.py --schedule pct --seed 17 [--events 60] [--trace t.json]
+    triton-dist explore -n 4 script.py --seeds 200 [-- args]   many seeds; summary of outcomes
+    triton-dist replay -n 4 script.py --schedule pct --seed 17 [--events 60] [--trace t.json] [-- args]
+
+explore prints, for each kind of failure, the replay line that reruns its first seed exactly
+(every option that changes the run, the script's own arguments after `--`, shell-quoted).
 
 Each rank runs the script as __main__ with RANK/WORLD_SIZE set (so a script written for
 torchrun works unchanged); a script that exits with a non-zero status fails its rank.
@@ -15,6 +18,7 @@ import argparse
 import os
 import re
 import runpy
+import shlex
 import sys
 import time
 
@@ -45,6 +49,43 @@ def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True)
         p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     else:              # explore/replay: options may follow the script; its own arguments go after --
         p.add_argument("args", nargs="*", help="arguments of the script (after --)")
+        _split_at_dashdash(p)
+
+
+def _split_at_dashdash(p: argparse.ArgumentParser) -> None:
+    """`... script.py --seed 3 -- a --b`: everything after the first `--` is the script's.
+    argparse alone cannot do it: it fills the `args` positional (empty) together with the
+    script, then refuses what follows `--`.  The subparser is handed its own arguments
+    through parse_known_args, so the split happens there."""
+    parse = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        rest = []
+        if "--" in args:
+            i = args.index("--")
+            args, rest = args[:i], args[i + 1:]
+        ns, extra = parse(args, namespace)
+        ns.args = list(getattr(ns, "args", None) or []) + rest
+        return ns, extra
+    p.parse_known_args = parse_known_args
+
+
+def replay_line(args, schedule, seed) -> str:
+    """The command that reruns exactly this launch: every option that changes the run, and
+    the script's own arguments after `--`, each quoted for a POSIX shell."""
+    q = shlex.quote
+    parts = ["triton-dist", "replay", "-n", str(args.nproc), q(args.script),
+             "--schedule", str(schedule), "--seed", str(seed)]
+    if args.memory_model != "ascend":
+        parts += ["--memory-model", args.memory_model]
+    if args.timeout != 60.0:
+        parts += ["--timeout", repr(args.timeout)]
+    if getattr(args, "race_check", False):
+        parts.append("--race-check")
+    if args.args:
+        parts += ["--"] + [q(a) for a in args.args]
+    return " ".join(parts)
 
 
 def _check(args):
@@ -60,10 +101,11 @@ def _launch(args, seed=None, trace=None, events=None):
     called in-process, e.g. from tests)."""
     import triton_dist
     from .launch import SESSION
-    extra = f" --memory-model {args.memory_model}" if args.memory_model != "ascend" else ""
     saved = dict(SESSION)
-    SESSION["replay_cmd"] = (f"triton-dist replay -n {args.nproc} {args.script} "
-                             f"--schedule {{schedule}} --seed {{seed}}{extra}")
+    # a str.format template (sim/launch.py fills in schedule and seed): braces in the
+    # script's path or arguments are doubled
+    SESSION["replay_cmd"] = replay_line(args, "\0S", "\0D").replace("{", "{{").replace("}", "}}") \
+        .replace("\0S", "{schedule}").replace("\0D", "{seed}")
     if events is not None:
         SESSION["events"] = events
     try:
@@ -146,7 +188,8 @@ def explore(args) -> int:
         except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
             k = failure_kind(e)
             if k not in kinds:
-                kinds[k] = [seed, 0, str(e).splitlines()[0]]
+                digest = getattr(e, "schedule_digest", "") or getattr(getattr(e, "result", None), "schedule_digest", "")
+                kinds[k] = [seed, 0, str(e).splitlines()[0], digest]
             kinds[k][1] += 1
         if tty or (i + 1) % 10 == 0 or i + 1 == args.seeds:
             _progress(i + 1, args.seeds, passed, sum(v[1] for v in kinds.values()))
@@ -156,11 +199,10 @@ def explore(args) -> int:
         sys.stderr.write("\n")
     print(f"explored {args.seeds} seeds of schedule {args.schedule} on {args.nproc} ranks in "
           f"{time.monotonic() - t0:.1f} s: {passed} passed, {args.seeds - passed} failed")
-    for kind, (seed, count, first) in sorted(kinds.items(), key=lambda kv: kv[1][0]):
+    for kind, (seed, count, first, digest) in sorted(kinds.items(), key=lambda kv: kv[1][0]):
         print(f"  {count:4d} x {first}")
-        print(f"         first seed {seed}; replay: triton-dist replay -n {args.nproc} {args.script} "
-              f"--schedule {args.schedule} --seed {seed}"
-              + (f" --memory-model {args.memory_model}" if args.memory_model != "ascend" else ""))
+        print(f"         first seed {seed} (digest {digest or '-'}); replay: "
+              f"{replay_line(args, args.schedule, seed)}")
     return 0 if passed == args.seeds else 1
 
 
