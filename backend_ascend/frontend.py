@@ -13,6 +13,10 @@ import types
 
 from triton_dist.errors import TritonDistError
 
+def ASCEND_MIN_DOT_SIZE(lhs_type, rhs_type):
+    return (1, 1, 1)
+
+
 # A target whose backend ships with every triton wheel.  Only its frontend options are
 # used (no code is generated for it).
 FAKE_TARGET = ("cuda", 80, 32)
@@ -34,6 +38,13 @@ class _LoweringJIT:
         factory = self
 
         class Traced(JITFunction):
+            def __init__(self, fn, **kwargs):
+                super().__init__(fn, **kwargs)
+                # Triton's cache key (DependenciesFinder) reads the globals itself: give it the
+                # converted ones too (triton.language.standard's sum refers to _sum_combine, an
+                # InterpretedFunction once the simulator is active)
+                self.__globals__ = _ConvertingGlobals(fn.__globals__, factory)
+
             def get_capture_scope(self):
                 scope = super().get_capture_scope()
                 return {k: factory.convert(v) for k, v in scope.items()}
@@ -67,6 +78,20 @@ class _LoweringJIT:
         if key not in self._memo:
             self._memo[key] = self.Traced(fn, noinline=noinline)
         return self._memo[key]
+
+
+class _ConvertingGlobals(dict):
+    """A function's globals as the trace sees them: values converted on lookup."""
+
+    def __init__(self, globals_, factory):
+        super().__init__(globals_)
+        self._factory = factory
+
+    def __getitem__(self, key):
+        return self._factory.convert(super().__getitem__(key))
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
 
 
 def _holds_interpreted(module, Interpreted):
@@ -139,8 +164,12 @@ def _ttir_passes(module, context):
     pm.run(module, "ttir")
 
 
-def build_ttir(fn, signature, constexprs=None):
-    """(module, jit): the TTIR module of `fn` specialised on `signature` and `constexprs`."""
+def build_ttir(fn, signature, constexprs=None, *, extern_libs=None):
+    """(module, jit): the TTIR module of `fn` specialised on `signature` and `constexprs`.
+
+    extern_libs: {name: path} of device libraries the compile links, as Triton's option of
+    that name (a registered device library, such as backend 'cuda''s, then emits the dl ops
+    as calls of its symbols instead of the carriers the HIVM lowering reads)."""
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -151,14 +180,20 @@ def build_ttir(fn, signature, constexprs=None):
     sig, consts = _check_signature(jit, signature, constexprs)
     target = GPUTarget(*FAKE_TARGET)
     backend = make_backend(target)
-    options = backend.parse_options({"default_dot_input_precision": "ieee"})
+    opts = {"default_dot_input_precision": "ieee"}
+    if extern_libs:
+        opts["extern_libs"] = dict(extern_libs)
+    options = backend.parse_options(opts)
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
     src = ASTSource(jit, sig, consts)
+    codegen = dict(backend.get_codegen_implementation(options))
+    # triton-ascend's own rule: any dot shape (its compiler.py: min_dot_size -> (1, 1, 1)), not
+    # the stand-in target's (which wants K >= 16)
+    codegen["min_dot_size"] = ASCEND_MIN_DOT_SIZE
     try:
-        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
-                             backend.get_module_map(), context)
+        module = src.make_ir(target, options, codegen, backend.get_module_map(), context)
     except CompilationError as e:
         raise TritonDistError(f"cannot lower kernel {jit.__name__}: {_root_message(e)}") from e
     _ttir_passes(module, context)

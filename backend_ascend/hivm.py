@@ -445,12 +445,15 @@ def _custom_line(c: Carrier, low: Lowered, func: Func, has_dot, names, bitcode):
     lines = [indent + p for p in low.pre]
     gm = [i for i, (name, ty) in enumerate(low.operands) if is_scalar_pointer(ty) and name in func.entry_args]
     attrs = {}
+    core = core_type_of(low.symbol, has_dot)
+    if callable(bitcode):                  # chosen by the op's core type (npu_compile.bitcode_selector)
+        bitcode = bitcode(core, has_dot)
     if bitcode is not None:
         attrs["bitcode"] = f'"{_escape(bitcode)}"'
     attrs["gm_addr_args_indices"] = "array<i32" + (": " + ", ".join(map(str, gm)) if gm else "") + ">"
     attrs["hivm.is_distributed"] = None
     attrs["hivm.pipe"] = f"#hivm.pipe<{PIPE}>"
-    attrs["hivm.tcore_type"] = f"#hivm.tcore_type<{core_type_of(low.symbol, has_dot)}>"
+    attrs["hivm.tcore_type"] = f"#hivm.tcore_type<{core}>"
     attrs["hivm.vf_mode"] = f"#hivm.vf_mode<{VF_MODE}>"
     if low.effects == S.NONE:
         attrs["no_side_effect"] = None
@@ -501,8 +504,11 @@ def _used_later(lines, i, c: Carrier) -> bool:
     return False
 
 
-def convert_text(text: str, *, has_dot: bool | None = None, bitcode: str | None = None):
-    """Lower every distributed carrier of a printed TTIR module.  Returns (text, count)."""
+def convert_text(text: str, *, has_dot: bool | None = None, bitcode=None):
+    """Lower every distributed carrier of a printed TTIR module.  Returns (text, count).
+
+    bitcode: the aclshmem device-library bitcode each op links (its `bitcode` attribute):
+    None for none, a path for all, or a function (core type, module has a dot) -> path."""
     lines = text.split("\n")
     if has_dot is None:
         has_dot = module_has_dot(text)

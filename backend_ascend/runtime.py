@@ -17,8 +17,11 @@ triton-ascend, with the distributed lowering hooked into its ttadapter stage
 Configuration (environment):
     TRITON_DIST_OP_ENGINE       transport engine: MTE (default), SDMA, ROCE or UDMA
     TRITON_DIST_NPU_HEAP_BYTES  symmetric heap per PE (default 1 GiB)
-    TRITON_DIST_SHMEM_IP_PORT   shmem bootstrap address (default tcp://$MASTER_ADDR:8666)
-    TRITON_DIST_ACLSHMEM_BITCODE  the aclshmem device-library bitcode (npu_compile.py)
+    TRITON_DIST_SHMEM_IP_PORT   shmem bootstrap address (default: tcp://$MASTER_ADDR:<a port rank 0
+                                found free on its host, agreed on by every rank through the
+                                process group>, so that jobs sharing a host never collide)
+    TRITON_DIST_ACLSHMEM_BITCODE  the aclshmem wrapper bitcode (npu_compile.py)
+    TRITON_DIST_ACLSHMEM_ARCH     c220 (Atlas A2/A3, default) or c310: which wrapper variants
 
 Everything NPU-related (torch_npu, shmem, triton-ascend, CANN) is imported inside the
 methods that need it: importing this module on a CPU machine touches none of them.
@@ -38,23 +41,23 @@ HEAP_ENV = "TRITON_DIST_NPU_HEAP_BYTES"
 IP_PORT_ENV = "TRITON_DIST_SHMEM_IP_PORT"
 DEFAULT_ENGINE = "MTE"
 DEFAULT_HEAP_BYTES = 1 << 30
-DEFAULT_SHMEM_PORT = 8666
 
 
 def missing() -> list:
-    """What this machine lacks for backend 'npu' (empty when it has everything)."""
+    """What this machine lacks for backend 'npu' (empty when it has everything).
+
+    Beyond the packages, the capabilities of its triton-ascend that distributed kernels
+    need (npu_compile.triton_ascend_problems: the `_semantic` frontend, hivm.hir.custom
+    support, a driver that takes shmem-heap pointers), each naming what to install."""
+    from .npu_compile import triton_ascend_problems
     need = []
     if not is_ascend():
         need.append("an Ascend NPU (npu-smi is not on PATH)")
-    for module, what in (("torch_npu", "torch_npu (needs CANN)"), ("shmem", "the shmem package (hicann/shmem)")):
+    for module, what in (("torch_npu", "torch_npu (pip install 'triton_dist[npu]'; needs CANN)"),
+                         ("shmem", "the shmem package (built from hicann/shmem)")):
         if importlib.util.find_spec(module) is None:
             need.append(what)
-    try:
-        ascend = importlib.util.find_spec("triton.backends.ascend") is not None
-    except (ImportError, ValueError):
-        ascend = False
-    if not ascend:
-        need.append("triton-ascend (triton.backends.ascend)")
+    need.extend(triton_ascend_problems())
     return need
 
 
@@ -81,10 +84,36 @@ def heap_bytes_from_env(value: str | None = None) -> int:
     return n
 
 
-def ip_port_from_env() -> str:
+def free_port() -> int:
+    """A TCP port free on this host right now (the OS picks it)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def shmem_ip_port(rank: int, broadcast) -> str:
+    """The shmem bootstrap address every rank of this job uses.
+
+    TRITON_DIST_SHMEM_IP_PORT when set; otherwise rank 0 (where shmem's bootstrap listens)
+    takes a port that is free on its host and `broadcast(value)` (rank 0's value, returned
+    on every rank: the process group's store) makes every rank agree on it.  A fixed port
+    would make two jobs on one host collide."""
     if os.environ.get(IP_PORT_ENV):
         return os.environ[IP_PORT_ENV]
-    return f"tcp://{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{DEFAULT_SHMEM_PORT}"
+    port = broadcast(free_port() if rank == 0 else None)
+    return f"tcp://{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{int(port)}"
+
+
+def broadcast_from_rank0(group=None):
+    """broadcast(value) over torch.distributed: rank 0's value on every rank."""
+    import torch.distributed as dist
+
+    def broadcast(value):
+        box = [value]
+        dist.broadcast_object_list(box, src=0, group=group)
+        return box[0]
+    return broadcast
 
 
 class NpuBackend(Backend):
@@ -165,7 +194,7 @@ class NpuBackend(Backend):
         attr.my_rank = dist.get_rank()
         attr.n_ranks = dist.get_world_size()
         attr.local_mem_size = heap
-        attr.ip_port = ip_port_from_env()
+        attr.ip_port = shmem_ip_port(dist.get_rank(), broadcast_from_rank0(self._cpu_group))
         attr.option_attr.data_op_engine_type = getattr(ash.OpEngineType, engine)
         ret = ash.aclshmem_init(attr)
         if ret != 0:

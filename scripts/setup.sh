@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Set up .venv with triton_dist and its test tools.  Cheap when already done: the install
-# is skipped while pyproject.toml is unchanged since the last successful install.
+# Set up .venv with triton_dist for the simulator (the `sim` extra: torch==2.13.0 CPU,
+# triton==3.6.0) and its test tools (the `test` extra, which includes AscendNPU-IR's
+# bishengir-opt, a ~160 MB wheel, to verify the HIVM the Ascend lowering emits).  Cheap when
+# already done: the install is skipped while pyproject.toml is unchanged since the last
+# successful install.  On an NPU host install ".[npu]" instead (docs/ascend.md): the
+# simulator's stock triton would replace triton-ascend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -11,10 +15,10 @@ fi
 stamp=.venv/.triton_dist-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] installing triton_dist and its dependencies (torch==2.13.0 CPU, triton==3.6.0)"
+  echo "[setup] installing triton_dist[sim,test] (torch==2.13.0 CPU, triton==3.6.0, ascendnpu-ir==1.2.0, pytest)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   # torch is pinned exactly, so pip takes the CPU wheel on this machine's disk.
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[sim,test]"
   echo "$want" > "$stamp"
 else
   echo "[setup] .venv is up to date"

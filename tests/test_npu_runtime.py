@@ -22,8 +22,18 @@ from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
 
 MISSING = R.missing()
-NPU_MISSING = MISSING + ([] if os.environ.get("TRITON_DIST_ACLSHMEM_BITCODE") else
-                         ["TRITON_DIST_ACLSHMEM_BITCODE (the aclshmem device bitcode)"])
+
+
+def _bitcode_missing():
+    from backend_ascend import npu_compile
+    try:
+        npu_compile.bitcode_for_kernels()
+        return []
+    except TritonDistError as e:
+        return [str(e)]
+
+
+NPU_MISSING = MISSING or _bitcode_missing()
 needs_npu = [pytest.mark.npu, pytest.mark.skipif(bool(NPU_MISSING), reason="needs " + ", ".join(NPU_MISSING))]
 NPU_WORLD = int(os.environ.get("TRITON_DIST_NPU_TEST_WORLD", "2"))
 
@@ -70,30 +80,259 @@ def test_engine_selection():
     assert S.OP_ENGINE_TYPES == {"MTE": 0x1, "SDMA": 0x2, "ROCE": 0x4, "UDMA": 0x8}
 
 
-def test_heap_and_bootstrap_configuration(monkeypatch):
+def test_heap_configuration():
     assert R.heap_bytes_from_env("") == 1 << 30
     assert R.heap_bytes_from_env("0x1000") == 4096
     with pytest.raises(TritonDistError, match="positive number of bytes"):
         R.heap_bytes_from_env("lots")
-    monkeypatch.delenv(R.IP_PORT_ENV, raising=False)
-    monkeypatch.setenv("MASTER_ADDR", "10.0.0.7")
-    assert R.ip_port_from_env() == "tcp://10.0.0.7:8666"
+
+
+# --- the shmem bootstrap port: agreed per job, never a fixed one -----------------------------------------
+def test_bootstrap_address_from_the_environment(monkeypatch):
     monkeypatch.setenv(R.IP_PORT_ENV, "tcp://127.0.0.1:9000")
-    assert R.ip_port_from_env() == "tcp://127.0.0.1:9000"
+    assert R.shmem_ip_port(1, lambda v: pytest.fail("no agreement needed")) == "tcp://127.0.0.1:9000"
 
 
-def test_bitcode_path_is_configured(monkeypatch, tmp_path):
+def _agree_bootstrap(held_port):
+    import socket
+
+    import torch.distributed as dist
+    addr = R.shmem_ip_port(dist.get_rank(), R.broadcast_from_rank0())
+    port = int(addr.rsplit(":", 1)[1])
+    free = True
+    if dist.get_rank() == 0:                        # shmem's bootstrap will listen there
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                free = False
+    return addr, port != held_port, free
+
+
+def test_two_jobs_on_one_host_get_different_bootstrap_ports(monkeypatch):
+    """Another job's bootstrap holds a port; a new job's ranks agree on one port, a free one."""
+    import socket
+
+    import triton_dist
+    monkeypatch.delenv(R.IP_PORT_ENV, raising=False)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    with socket.socket() as other_job:
+        other_job.bind(("", 0))
+        other_job.listen()
+        held = other_job.getsockname()[1]
+        values = triton_dist.launch(_agree_bootstrap, held, world_size=3).values
+    addrs = {v[0] for v in values}
+    assert len(addrs) == 1 and addrs.pop().startswith("tcp://127.0.0.1:")
+    assert all(v[1] for v in values) and values[0][2]
+
+
+def test_the_bootstrap_port_is_not_fixed():
+    assert not hasattr(R, "DEFAULT_SHMEM_PORT")
+    assert "8666" not in open(R.__file__).read()
+
+
+# --- the aclshmem wrapper bitcode ---------------------------------------------------------------------
+# AscendNPU-IR bishengir/lib/Template/CMakeLists.txt (compile_shmem_to_bc): Shmem.cpp compiles to
+# Shmem.aic.c220.bc, Shmem.aiv.c220.bc, Shmem.mix.aic.c220.bc, Shmem.mix.aiv.c220.bc (Ascend910B)
+# and the .c310 ones (Ascend910D), only with SHMEM_BUILD_TEMPLATE (build.sh --build-shmem-template).
+AICORE_BITCODE = {(False, "VECTOR"): "Shmem.aiv.c220.bc", (False, "CUBE_AND_VECTOR"): "Shmem.aiv.c220.bc",
+                  (True, "VECTOR"): "Shmem.mix.aiv.c220.bc", (True, "CUBE_AND_VECTOR"): "Shmem.mix.aic.c220.bc"}
+
+
+def test_bitcode_variant_follows_the_kernel_core_type(monkeypatch, tmp_path):
+    from backend_ascend import npu_compile
+    monkeypatch.delenv(npu_compile.ARCH_ENV, raising=False)
+    for name in set(AICORE_BITCODE.values()):
+        (tmp_path / name).write_bytes(b"BC")
+    select = npu_compile.bitcode_selector(str(tmp_path))
+    for (has_dot, core), name in AICORE_BITCODE.items():
+        assert select(core, has_dot) == str(tmp_path / name)
+    monkeypatch.setenv(npu_compile.ARCH_ENV, "c310")
+    assert npu_compile.bitcode_selector(str(tmp_path), check=False)("VECTOR", False) == str(tmp_path / "Shmem.aiv.c310.bc")
+    monkeypatch.setenv(npu_compile.ARCH_ENV, "c999")
+    with pytest.raises(TritonDistError, match="TRITON_DIST_ACLSHMEM_ARCH must be one of c220"):
+        npu_compile.bitcode_selector(str(tmp_path))
+
+
+def test_bitcode_configuration_errors_say_what_to_do(monkeypatch, tmp_path):
+    from backend_ascend import npu_compile
+    monkeypatch.delenv(npu_compile.ARCH_ENV, raising=False)
+    monkeypatch.delenv(npu_compile.BITCODE_ENV, raising=False)
+    monkeypatch.setattr(npu_compile, "template_library_dirs", lambda: [])
+    with pytest.raises(TritonDistError) as e:
+        npu_compile.bitcode_for_kernels()
+    msg = str(e.value)
+    for needed in ("TRITON_DIST_ACLSHMEM_BITCODE is not set", "bishengir/lib/Template/lib/Shmem/Shmem.cpp",
+                   "--build-shmem-template", "scripts/aclshmem_bitcode.sh", "hicann/shmem has no _mlir_ciface_"):
+        assert needed in msg, needed
+    monkeypatch.setenv(npu_compile.BITCODE_ENV, str(tmp_path / "nope"))
+    with pytest.raises(TritonDistError, match="no such file or directory"):
+        npu_compile.bitcode_for_kernels()
+    (tmp_path / "Shmem.aiv.c220.bc").write_bytes(b"BC")
+    monkeypatch.setenv(npu_compile.BITCODE_ENV, str(tmp_path))
+    select = npu_compile.bitcode_for_kernels()
+    assert select("VECTOR", False) == str(tmp_path / "Shmem.aiv.c220.bc")
+    with pytest.raises(TritonDistError, match=r"has no Shmem\.mix\.aic\.c220\.bc .*CUBE_AND_VECTOR op of a mix kernel"):
+        select("CUBE_AND_VECTOR", True)
+    one = tmp_path / "aclshmem.bc"
+    one.write_bytes(b"BC")
+    monkeypatch.setenv(npu_compile.BITCODE_ENV, str(one))
+    assert npu_compile.bitcode_for_kernels() == str(one)
+
+
+def test_a_template_library_with_the_wrappers_needs_no_bitcode(monkeypatch, tmp_path):
+    """bishengir links meta_op.<variant>.<arch>.bc per core type itself (link_all_to_meta_op)."""
     from backend_ascend import npu_compile
     monkeypatch.delenv(npu_compile.BITCODE_ENV, raising=False)
-    with pytest.raises(TritonDistError, match=r"TRITON_DIST_ACLSHMEM_BITCODE is not set.*hicann/shmem"):
-        npu_compile.bitcode_path()
-    monkeypatch.setenv(npu_compile.BITCODE_ENV, str(tmp_path / "nope.bc"))
-    with pytest.raises(TritonDistError, match="no such file"):
-        npu_compile.bitcode_path()
-    bc = tmp_path / "aclshmem_device.bc"
-    bc.write_bytes(b"BC")
-    monkeypatch.setenv(npu_compile.BITCODE_ENV, str(bc))
-    assert npu_compile.bitcode_path() == str(bc)
+    monkeypatch.delenv(npu_compile.ARCH_ENV, raising=False)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "meta_op.aiv.c220.bc").write_bytes(b"BC\xc0\xde..._mlir_ciface_vadd_half")
+    monkeypatch.setattr(npu_compile, "template_library_dirs", lambda: [str(lib)])
+    with pytest.raises(TritonDistError, match="has no aclshmem wrappers"):
+        npu_compile.bitcode_for_kernels()
+    (lib / "meta_op.aiv.c220.bc").write_bytes(b"BC\xc0\xde..._mlir_ciface_aclshmem_my_pe...")
+    assert npu_compile.bitcode_for_kernels() is None
+
+
+def test_the_published_ascendnpu_ir_has_no_aclshmem_wrappers():
+    """What NPU_EVIDENCE.md says of the ascendnpu-ir 1.2.0 wheel, checked on its files: its
+    template bitcode stores _mlir_ciface_* names verbatim, none of them aclshmem ones."""
+    from backend_ascend import npu_compile
+    dirs = [d for d in npu_compile.template_library_dirs() if "ascendnpuir" in d]
+    if not dirs:
+        pytest.skip("ascendnpu-ir is not installed (the test extra installs it on cp311 x86_64 Linux)")
+    files = [f for f in os.listdir(dirs[0]) if f.startswith("meta_op.") and f.endswith(".bc")]
+    assert "meta_op.aiv.c220.bc" in files and "meta_op.mix.aic.c220.bc" in files
+    assert not any(npu_compile.has_wrappers(os.path.join(dirs[0], f)) for f in files)
+    with open(os.path.join(dirs[0], "meta_op.aiv.c220.bc"), "rb") as f:
+        assert b"_mlir_ciface_" in f.read()
+
+
+# --- what triton-ascend must be able to do (issue: 3.2.0 cannot run any distributed kernel) ---------------
+# Facts read from the sources: the PyPI wheel triton-ascend 3.2.0 declares `def program_id(axis,
+# _builder=None)` (triton/language/core.py) and has no triton/language/extra/cann; triton-ascend
+# main (github Ascend/triton-ascend eeb030e7) has third_party/ascend/language/cann/extension/
+# __init__.py exporting custom / register_custom_op, and its backend/driver.py (line 600) refuses
+# pointers with `attributes.location.type != ACL_MEM_LOCATION_TYPE_DEVICE`.
+MAIN_DRIVER_CHECK = ("      if (attributes.location.type != ACL_MEM_LOCATION_TYPE_DEVICE && "
+                     "attributes.location.type != 4) {\n")
+
+
+def _fake_triton(tmp_path, *, extension, driver_check):
+    root = tmp_path / "triton"
+    (root / "backends" / "ascend").mkdir(parents=True)
+    (root / "backends" / "ascend" / "driver.py").write_text(
+        'SRC = r"""\n' + (MAIN_DRIVER_CHECK if driver_check else "") + '"""\n')
+    if extension:
+        ext = root / "language" / "extra" / "cann" / "extension"
+        ext.mkdir(parents=True)
+        (ext / "__init__.py").write_text("from .custom_op import (\n    custom,\n    custom_semantic,\n"
+                                         "    register_custom_op,\n)\n")
+    return str(root)
+
+
+def test_triton_ascend_capabilities_are_detected(monkeypatch, tmp_path):
+    from backend_ascend import npu_compile
+    # like the 3.2.0 wheel: no custom-op support
+    monkeypatch.setattr(npu_compile, "_triton_dir", lambda: _fake_triton(tmp_path / "a", extension=False,
+                                                                          driver_check=False))
+    problems = npu_compile.triton_ascend_problems()
+    assert len(problems) == 1 and "hivm.hir.custom support" in problems[0] and "main line" in problems[0]
+    # like its main line without Triton-distributed's patch: the driver refuses shmem-heap pointers
+    monkeypatch.setattr(npu_compile, "_triton_dir", lambda: _fake_triton(tmp_path / "b", extension=True,
+                                                                          driver_check=True))
+    problems = npu_compile.triton_ascend_problems()
+    assert len(problems) == 1 and "ACL_MEM_LOCATION_TYPE_DEVICE" in problems[0] and "triton-ascend.patch" in problems[0]
+    monkeypatch.setattr(npu_compile, "_triton_dir", lambda: _fake_triton(tmp_path / "c", extension=True,
+                                                                          driver_check=False))
+    assert npu_compile.triton_ascend_problems() == []
+
+
+def test_a_frontend_that_passes_builder_is_refused(monkeypatch, tmp_path):
+    import triton.language as tl
+
+    from backend_ascend import npu_compile
+
+    def program_id(axis, _builder=None):          # the 3.2.0 signature
+        pass
+
+    monkeypatch.setattr(npu_compile, "_triton_dir", lambda: _fake_triton(tmp_path, extension=True,
+                                                                          driver_check=False))
+    monkeypatch.setattr(tl, "program_id", program_id)
+    (problem,) = npu_compile.triton_ascend_problems()
+    assert "passes `_builder=`" in problem and "rank() got an unexpected keyword argument '_builder'" in problem
+
+
+def test_stock_triton_is_not_triton_ascend():
+    from backend_ascend import npu_compile
+    problems = npu_compile.triton_ascend_problems()
+    assert len(problems) == 1 and problems[0].startswith("triton-ascend (triton.backends.ascend is not installed")
+
+
+class _Backend:
+    def __init__(self, compiler):
+        self.compiler = compiler
+
+
+def _fake_ascend_backends(monkeypatch, tmp_path, importable_too):
+    """triton.backends as the 3.2.0 wheel builds it: the compiler module loaded under the bare
+    name 'ascend' (a class distinct from triton.backends.ascend.compiler.AscendBackend)."""
+    import sys
+    import types
+
+    from backend_ascend import npu_compile
+    calls = []
+
+    def make_class():
+        class AscendBackend:
+            def add_stages(self, stages, options):
+                stages["ttir"] = lambda src, md: ("ttir", src)
+                stages["ttadapter"] = lambda src, md: calls.append(src) or "linalg"
+        return AscendBackend
+
+    discovered = make_class()
+    fake = types.ModuleType("triton.backends")
+    fake.backends = {"ascend": _Backend(discovered)}
+    monkeypatch.setitem(sys.modules, "triton.backends", fake)
+    if importable_too:
+        importable = make_class()
+        mod = types.ModuleType("triton.backends.ascend.compiler")
+        mod.AscendBackend = importable
+        monkeypatch.setitem(sys.modules, "triton.backends.ascend", types.ModuleType("triton.backends.ascend"))
+        monkeypatch.setitem(sys.modules, "triton.backends.ascend.compiler", mod)
+    monkeypatch.setattr(npu_compile, "triton_ascend_problems", lambda: [])
+    return discovered, calls
+
+
+def test_the_stage_hook_is_installed_on_the_class_compiles_use(monkeypatch, tmp_path):
+    from backend_ascend import npu_compile
+    discovered, calls = _fake_ascend_backends(monkeypatch, tmp_path, importable_too=True)
+    lowered = []
+    monkeypatch.setattr(npu_compile, "lower_module", lambda src: lowered.append(src) or f"lowered({src})")
+    npu_compile.install()
+    stages = {}
+    discovered().add_stages(stages, options=None)
+    assert stages["ttadapter"]("ttir-module", {}) == "linalg"
+    assert lowered == ["ttir-module"] and calls == ["lowered(ttir-module)"]
+
+
+def test_a_failing_ttadapter_stage_says_what_triton_ascend_lacks(monkeypatch, tmp_path):
+    from backend_ascend import npu_compile
+    discovered, _ = _fake_ascend_backends(monkeypatch, tmp_path, importable_too=False)
+    monkeypatch.setattr(npu_compile, "lower_module", lambda src: "lowered")
+    npu_compile.install()
+    stages = {}
+    discovered().add_stages(stages, options=None)
+
+    def failing(src, md):
+        raise RuntimeError("PassManager::run failed")
+    stages["ttadapter"] = npu_compile._ttadapter_with_lowering(failing)
+    with pytest.raises(TritonDistError) as e:
+        stages["ttadapter"]("module", {})
+    msg = str(e.value)
+    assert "CustomOpConverter takes a custom op's result types from `outs` only" in msg
+    assert "pointer analysis" in msg and "PassManager::run failed" in msg and "docs/ascend.md" in msg
 
 
 def test_the_npu_step_links_the_bitcode(tmp_path):

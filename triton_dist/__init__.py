@@ -11,7 +11,11 @@ defined afterwards run on it.
 """
 from __future__ import annotations
 
-from . import backend as _backend
+from . import requirements as _requirements
+
+_requirements.check()          # torch / triton of the right kind, or an ImportError naming the extra
+
+from . import backend as _backend  # noqa: E402
 from .backend import is_ascend, is_cuda, is_hip, is_maca
 from .errors import DeadlockError, RaceError, RankError, TritonDistError
 from .launcher import LaunchResult, launch, main_or_launch
