@@ -15,7 +15,7 @@ from triton_dist.errors import TritonDistError
 from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype
 
 from . import board as B
-from . import cache, context, heap, interp, primitives, schedulers
+from . import cache, context, heap, host_collectives, interp, primitives, schedulers
 from .runtime import SimRuntime
 
 
@@ -108,6 +108,7 @@ class SimBackend(Backend):
             from .race import RaceRecorder
             self.rt.race = RaceRecorder(self.rt, *race)
         context.set_runtime(self.rt)
+        host_collectives.install(self)     # user calls of torch.distributed collectives: scheduling points
         sched.start()
 
     @staticmethod
@@ -155,7 +156,7 @@ class SimBackend(Backend):
         try:
             if rt.race is not None:
                 rt.race.collective_arrive()
-            with rt.sched.host_call(what):
+            with rt.sched.host_call(what), host_collectives.inside():
                 out = fn()
             if rt.race is not None:
                 rt.race.collective_depart()
