@@ -34,7 +34,8 @@ class HeapSet:
 
 class SimBackend(Backend):
     name = "sim"
-    launch_options = frozenset({"schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check"})
+    launch_options = frozenset({"schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check",
+                                "predict"})
     auto_priority = 0          # the fallback of `auto`: runs anywhere
 
     @classmethod
@@ -70,7 +71,7 @@ class SimBackend(Backend):
 
     def init(self, rank=None, world_size=None, *, heaps=None, board=None, schedule="free", seed=None,
              timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None,
-             shared=None, trace_dir=None, trace_t0=None, race=None):
+             shared=None, trace_dir=None, trace_t0=None, race=None, predict=None):
         import torch.distributed as dist
         if self.rt is not None:
             return
@@ -107,6 +108,9 @@ class SimBackend(Backend):
         if race is not None:          # (directory for the logs, shared SlotTable) from launch()
             from .race import RaceRecorder
             self.rt.race = RaceRecorder(self.rt, *race)
+        if predict is not None:       # (directory, PerfSlots) from launch(): sim/predict records the ops
+            from .predict.record import attach
+            attach(self.rt, *predict)
         context.set_runtime(self.rt)
         host_collectives.install(self)     # user calls of torch.distributed collectives: scheduling points
         sched.start()

@@ -72,22 +72,57 @@ def _masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_vo
     if other is None:
         other = TensorHandle(np.zeros_like(ptrs.data, dtype=dtype_np), dtype_tt)
     scalar = getattr(_access, "scalar", False)
-    return TensorHandle(memory.load(ptrs.data, mask.data, other.data, dtype_np, scalar), dtype_tt)
+    return TensorHandle(memory.load(ptrs.data, mask.data, other.data, dtype_np, scalar, _base(ptrs)), dtype_tt)
 
 
 def _masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
-    return memory.store(ptrs.data, value.data, mask.data, getattr(_access, "scalar", False))
+    return memory.store(ptrs.data, value.data, mask.data, getattr(_access, "scalar", False), _base(ptrs))
 
 
 def _atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
     op = self.ir_rmw_op_to_interpreter_rmw_op[rmwOp]
     sem = self.ir_sem_to_interpreter_sem[sem]
-    return TensorHandle(memory.atomic_rmw(op, ptr.data, val.data, mask.data, sem), val.dtype.scalar)
+    return TensorHandle(memory.atomic_rmw(op, ptr.data, val.data, mask.data, sem, _base(ptr)), val.dtype.scalar)
 
 
 def _atomic_cas(self, ptr, cmp, val, sem, scope):
     sem = self.ir_sem_to_interpreter_sem[sem]
-    return TensorHandle(memory.atomic_cas(ptr.data, cmp.data, val.data, sem), cmp.dtype.scalar)
+    return TensorHandle(memory.atomic_cas(ptr.data, cmp.data, val.data, sem, _base(ptr)), cmp.dtype.scalar)
+
+
+# ---- pointer provenance: which tensor a pointer was derived from ---------------------------
+# An access must stay inside the tensor its pointer came from (issue 14 item 4): a[128] of a
+# 16-element tensor lands in the next tensor, whose bytes are valid on their own.  addptr
+# records on its result the bounds of the allocation its base pointer lies in (attr
+# "td_base", see memory.base_of); ops that only move pointers around keep it; a load or
+# store through such a pointer is checked against it (memory.check_base).
+_BASE = "td_base"
+
+
+def _addptr(orig):
+    def addptr(self, ptr, offset):
+        out = orig(self, ptr, offset)
+        base = ptr.attr.get(_BASE) or memory.base_of(ptr.data)
+        if base is not None:
+            out.attr[_BASE] = base
+        return out
+    return addptr
+
+
+def _keeps_base(orig, *pos):
+    """A pointer-moving op (splat, broadcast, reshape, ...): the result keeps the base of its
+    pointer operands at positions `pos` when they agree."""
+    def op(self, *args):
+        out = orig(self, *args)
+        bases = {getattr(args[i], "attr", {}).get(_BASE) for i in pos}
+        if len(bases) == 1 and None not in bases and isinstance(out, TensorHandle):
+            out.attr[_BASE] = bases.pop()
+        return out
+    return op
+
+
+def _base(h):
+    return h.attr.get(_BASE) if h is not None else None
 
 
 def _bf16_to_f32(data):
@@ -99,6 +134,10 @@ def _dot(orig):
     # triton 3.6's interpreter multiplies bf16 operands as their raw uint16 bit patterns
     # (a 16x16 dot comes out ~1e10 off); widen them to fp32 first, as the hardware does.
     def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        rec = getattr(context._runtime, "race", None)      # issue 17: sim/predict records the dot's FLOPs
+        if rec is not None and hasattr(rec, "dot"):
+            rec.dot(a.data.size // a.data.shape[-1], b.data.shape[-1], a.data.shape[-1], a.dtype.scalar,
+                    input_precision)
         if a.dtype.scalar == triton.language.bfloat16:
             a = TensorHandle(_bf16_to_f32(a.data), triton.language.float32)
         if b.dtype.scalar == triton.language.bfloat16:
@@ -257,4 +296,10 @@ def install() -> None:
     _patch_lang = _interp._patch_lang
     _interp._patch_lang = _patch_lang_outside_launches(_patch_lang)
     B.create_dot = _dot(B.create_dot)
+    B.create_addptr = _addptr(B.create_addptr)
+    for name, pos in (("create_splat", (1,)), ("create_broadcast", (0,)), ("create_expand_dims", (0,)),
+                      ("create_reshape", (0,)), ("create_trans", (0,)), ("create_bitcast", (0,)),
+                      ("create_unsplat", (0,)), ("create_select", (1, 2)), ("create_cat", (0, 1)),
+                      ("create_join", (0, 1))):
+        setattr(B, name, _keeps_base(getattr(B, name), *pos))
     _installed = True

@@ -19,7 +19,7 @@ from triton_dist.errors import DeadlockError, RankError, TritonDistError
 
 # What the simulator uses for an option neither the caller nor the session set.
 OPTION_DEFAULTS = {"schedule": "free", "seed": None, "memory_model": "ascend", "barrier_plus_one": True,
-                   "trace": None, "race_check": False}
+                   "trace": None, "race_check": False, "predict": None}
 # Simulator-only session settings the command line sets: how many events a failure report
 # keeps, and the command that replays a failure (instead of a launch() call).
 SESSION = {"events": 40, "replay_cmd": None}
@@ -57,6 +57,9 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         if options.get("race") is not None:
             from . import race
             race.dump_active()        # this rank's access log, for the launcher's analysis
+        if options.get("predict") is not None:
+            from .predict import record
+            record.dump_active()      # this rank's op lists, for the performance model (sim/predict)
         result = L.pack_value(rank, value)
     except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
         result = L.pack_error(e)
@@ -96,6 +99,9 @@ def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
                    barrier_plus_one=bool(barrier_plus_one), shared=shared,
                    trace_dir=trace_dir, trace_t0=time.time(),
                    race=(race_dir, SlotTable()) if race_dir else None)
+    if opts["predict"] is not None:
+        from . import predict
+        options["predict"] = predict.start(opts["predict"])
     procs, pipes, outcomes = [], [], None
     try:
         procs, pipes = L.fork_ranks(world_size, _rank_main,
@@ -115,11 +121,16 @@ def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
             shutil.rmtree(trace_dir, ignore_errors=True)
         if race_dir is not None and outcomes is None:
             shutil.rmtree(race_dir, ignore_errors=True)
+        if options.get("predict") is not None and outcomes is None:
+            shutil.rmtree(options["predict"][0], ignore_errors=True)
     result = L.LaunchResult(values=L.values_of(outcomes), seed=seed,
                             schedule_digest=shared.digest() if shared else "",
                             wall_seconds=time.monotonic() - start, schedule=schedule,
                             steps=shared.steps() if shared else 0,
                             switches=shared.switches() if shared else 0)
+    if options.get("predict") is not None:
+        from . import predict
+        predict.finish(result, options["predict"], opts["predict"], ok=True)
     if race_dir is not None:
         _check_races(result, race_dir, world_size, race_check)
     return result

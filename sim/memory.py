@@ -79,9 +79,13 @@ class AddressSpace:
         return f"{b.name} + {off}"
 
     def check(self, lo: int, hi: int, what: str) -> Buffer:
-        """Check [lo, hi) lies in one known buffer; raise a SimMemoryError otherwise."""
+        """Check [lo, hi) lies in one known buffer, and in a symmetric heap inside one live
+        allocation (the tensor's own bytes, never the device library's reserved area);
+        raise a SimMemoryError naming the tensor, its size and the offset otherwise."""
         b = self.find(lo)
         if b is not None and hi <= b.end:
+            if b.heap is not None:
+                self._check_allocation(b, lo, hi, what)
             return b
         where = context.kernel_line(3)
         if b is None:
@@ -98,16 +102,89 @@ class AddressSpace:
             f"{where}: {what} runs {hi - b.end} bytes past the end of {b.name} "
             f"(0x{b.start:x}..0x{b.end:x}). Check the offsets and masks of this access.")
 
+    def _check_allocation(self, b: Buffer, lo: int, hi: int, what: str) -> None:
+        heap = b.heap
+        off, end = lo - b.start, hi - b.start
+        a = heap.allocator.find(off)
+        if a is not None and end <= a.offset + a.size:
+            return
+        where = context.kernel_line(3)
+        fix = "Check the offsets and masks of this access."
+        if a is not None and off < a.offset + a.size:
+            raise SimMemoryError(
+                f"{where}: {what} at bytes [{off - a.offset}, {end - a.offset}) of {a.label} of rank "
+                f"{b.heap_rank} runs past its end: the tensor has {a.size} bytes. {fix}")
+        below, above = heap.allocator.neighbours(off)
+        if off < heap.reserved:
+            near = f", {above.offset - off} bytes before the start of {above.label}" if above is not None else ""
+            raise SimMemoryError(
+                f"{where}: {what} at heap offset {off} of rank {b.heap_rank} lands in the device "
+                f"library's reserved area (the first {heap.reserved} bytes of every heap hold its barrier "
+                f"counters and flags; kernels may not touch them){near}. A negative index? {fix}")
+        if below is not None:
+            raise SimMemoryError(
+                f"{where}: {what} at offset {off - below.offset} of {below.label} of rank {b.heap_rank} "
+                f"is out of bounds: the tensor has {below.size} bytes"
+                f"{' (freed or never allocated memory follows it)' if above is None else ''}. {fix}")
+        raise SimMemoryError(
+            f"{where}: {what} at heap offset {off} of rank {b.heap_rank} is outside every live "
+            f"symmetric tensor. {fix}")
+
     def check_many(self, addrs: np.ndarray, itemsize: int, what: str) -> None:
         if addrs.size == 0:
             return
         lo, hi = int(addrs.min()), int(addrs.max()) + itemsize
         b = self.find(lo)
         if b is not None and hi <= b.end:
-            return
+            if b.heap is None:
+                return
+            a = b.heap.allocator.find(lo - b.start)
+            if a is not None and hi - b.start <= a.offset + a.size:
+                return
         # The access spans several buffers (a gather across tensors): check each address.
         for a in np.unique(addrs):
             self.check(int(a), int(a) + itemsize, what)
+
+
+# ---- provenance: the tensor a pointer was derived from (sim/interp.py keeps it) ----------
+
+def base_of(data: np.ndarray):
+    """(lo, hi, name) of the tensor every lane of the pointer `data` lies in: a live symmetric
+    tensor's own bytes, or a tensor argument's storage; None if unknown or mixed."""
+    rt = context._runtime
+    if rt is None or data.size == 0:
+        return None
+    lo, hi = int(data.min()), int(data.max())
+    b = rt.space.find(lo)
+    if b is None or hi >= b.end:
+        return None
+    if b.heap is None:
+        return (b.start, b.end, b.name)
+    a = b.heap.allocator.find(lo - b.start)
+    if a is None or hi - b.start >= a.offset + a.nbytes:
+        return None
+    return (b.start + a.offset, b.start + a.offset + a.size, f"{a.label} of rank {b.heap_rank}")
+
+
+def check_base(base, addrs: np.ndarray, itemsize: int, what: str) -> None:
+    """Every accessed address inside the tensor the pointer was derived from."""
+    if base is None or addrs.size == 0:
+        return
+    lo, hi = int(addrs.min()), int(addrs.max()) + itemsize
+    if base[0] <= lo and hi <= base[1]:
+        return
+    rt = context.runtime()
+    a = np.asarray(addrs, dtype=np.uint64)
+    bad = lo if lo < base[0] else int(a[a + np.uint64(itemsize) > np.uint64(base[1])].min())   # the first one out
+    landed = rt.space.find(bad)
+    if landed is not None and landed.heap is not None and bad - landed.start < landed.heap.reserved:
+        into = "the device library's reserved area (its barrier counters and flags)"
+    else:
+        into = rt.space.describe(bad)
+    raise SimMemoryError(
+        f"{context.kernel_line(3)}: {what} at offset {bad - base[0]} of {base[2]} is out of bounds: the "
+        f"tensor has {base[1] - base[0]} bytes (the pointer was computed from it; the address lands in "
+        f"{into}). Check the offsets and masks of this access.")
 
 
 # ---- accesses ------------------------------------------------------------------------
@@ -119,13 +196,14 @@ def _masked(ptrs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return ptrs[m] if not m.all() else ptrs.ravel()
 
 
-def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool) -> np.ndarray:
+def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool, base=None) -> np.ndarray:
     rt = context.runtime()
     itemsize = np.dtype(np_dtype).itemsize
     if scalar and rt.memory.caches:
         addr = int(ptrs.ravel()[0])
         if not bool(np.asarray(mask).ravel()[0]):
             return other
+        check_base(base, ptrs.ravel()[:1], itemsize, f"scalar load of {np.dtype(np_dtype).name}")
         rt.space.check(addr, addr + itemsize, f"scalar load of {np.dtype(np_dtype).name}")
         rt.sched.point("scalar load", addr)
         if rt.race is not None:
@@ -134,6 +212,7 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
         rt.spin_watch(addr, out)
         return np.full(ptrs.shape, out, dtype=np_dtype)
     sel = _masked(ptrs, mask)
+    check_base(base, sel, itemsize, f"load of {np.dtype(np_dtype).name}")
     rt.space.check_many(sel, itemsize, f"load of {np.dtype(np_dtype).name}")
     rt.sched.point("load" if not scalar else "scalar load", int(sel[0]) if sel.size else 0)
     if rt.race is not None:
@@ -146,13 +225,14 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     return out
 
 
-def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool) -> None:
+def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, base=None) -> None:
     rt = context.runtime()
     itemsize = value.dtype.itemsize
     if scalar and rt.memory.caches:
         if not bool(np.asarray(mask).ravel()[0]):
             return
         addr = int(ptrs.ravel()[0])
+        check_base(base, ptrs.ravel()[:1], itemsize, f"scalar store of {value.dtype.name}")
         rt.space.check(addr, addr + itemsize, f"scalar store of {value.dtype.name}")
         rt.sched.point("scalar store", addr, _int(value.ravel()[0]))
         if rt.race is not None:
@@ -161,6 +241,7 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool) -
         rt.spin_reset()
         return
     sel = _masked(ptrs, mask)
+    check_base(base, sel, itemsize, f"store of {value.dtype.name}")
     rt.space.check_many(sel, itemsize, f"store of {value.dtype.name}")
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]) if sel.size else 0)
     if rt.race is not None:
@@ -170,9 +251,10 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool) -
     rt.spin_reset()
 
 
-def atomic_rmw(op, ptrs, val, mask, sem):
+def atomic_rmw(op, ptrs, val, mask, sem, base=None):
     rt = context.runtime()
     sel = _masked(ptrs, mask)
+    check_base(base, sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
     rt.space.check_many(sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
     rt.sched.point("atomic", int(sel[0]) if sel.size else 0)
     if rt.race is not None:
@@ -185,8 +267,9 @@ def atomic_rmw(op, ptrs, val, mask, sem):
     return out
 
 
-def atomic_cas(ptrs, cmp, val, sem):
+def atomic_cas(ptrs, cmp, val, sem, base=None):
     rt = context.runtime()
+    check_base(base, ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
     rt.space.check_many(ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
     rt.sched.point("atomic_cas", int(ptrs.ravel()[0]))
     if rt.race is not None:

@@ -215,6 +215,7 @@ def signal_wait_until(rt, sig: Ptr, cmp: int, val: int) -> int:
         raise TritonDistError(f"{context.kernel_line(3)}: signal_wait_until: cmp must be one of "
                               f"ACLSHMEM_CMP_EQ..LE (0..5), got {cmp}")
     rt.heap_offset(sig.addr, "signal_wait_until")
+    rt.space.check(sig.addr, sig.addr + 4, "signal_wait_until")
     test = _CMP[cmp]
     v = rt.wait_until(f"signal_wait_until(sig {S.CMP_NAMES[cmp]} {val})", sig.addr, val,
                       _poll(rt, sig.addr, np.int32), lambda v: test(v, val))
@@ -296,6 +297,7 @@ def putmem_signal_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: in
     c = _core_or_error("putmem_signal_nbi")
     d, s = _rma(rt, "putmem_signal_nbi", dest, src, nbytes, pe, True)
     remote_sig = rt.translate(sig.addr, pe, "putmem_signal_nbi")
+    rt.space.check(remote_sig, remote_sig + 4, "putmem_signal_nbi signal")   # now, not at quiet
     if rt.race is not None:
         rt.race.rma(d, s, nbytes, put=True, nbi=True, signal_addr=remote_sig)
     c.pending.append(lambda: _dma(rt, d, s, nbytes))

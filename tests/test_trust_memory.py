@@ -169,3 +169,130 @@ def notify_too_big(sig, V: tl.constexpr):
 def test_signal_value_that_does_not_fit_is_rejected():
     with pytest.raises(triton_dist.RankError, match="notify: signal 4294967296 does not fit"):
         triton_dist.launch(_wait_value, notify_too_big, torch.int32, 2 ** 32, True, world_size=1, timeout=10)
+
+
+# ---- item 4: every access inside one live allocation ------------------------------------------
+
+@triton.jit
+def scalar_store_at(a, b, I: tl.constexpr):
+    tl.store(a + I, 7)
+
+
+@triton.jit
+def block_store_at(a, b, I: tl.constexpr):
+    offs = tl.arange(0, 16)
+    tl.store(a + I + offs, offs)
+
+
+@triton.jit
+def masked_block_store(a, b, I: tl.constexpr):
+    offs = tl.arange(0, 32)
+    tl.store(a + offs, offs, mask=offs < 16)          # lanes 16..31 are off: not accesses
+
+
+@triton.jit
+def atomic_at(a, b, I: tl.constexpr):
+    tl.atomic_add(a + I, 1)
+
+
+@triton.jit
+def wait_past_the_tensor(a, b, I: tl.constexpr):
+    dl.wait(a, I, "sys", "acquire", waitValue=0)      # slots 64 bytes apart: I slots need 64*(I-1)+4 bytes
+
+
+@triton.jit
+def put_past_the_tensor(a, b, I: tl.constexpr):
+    shm.putmem(a, b, I * 4, 0)
+
+
+def _bounds(kernel, index):
+    a = triton_dist.symm_tensor((16,), torch.int32)
+    b = triton_dist.symm_tensor((16,), torch.int32)
+    kernel[(1,)](a, b, I=index)
+    return b.tolist()
+
+
+def _oob(kernel, index):
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(_bounds, kernel, index, world_size=1, timeout=20)
+    return str(ei.value)
+
+
+@pytest.mark.parametrize("kernel", [scalar_store_at, block_store_at, atomic_at])
+def test_access_past_a_symmetric_tensor_is_reported(kernel):
+    # a[128] is 512 bytes in: the next allocation (b) on the heap, silently, before
+    text = _oob(kernel, 128)
+    assert "symm tensor #0 (int32[16])" in text and "64 bytes" in text, text
+    assert "512" in text and "test_trust_memory.py" in text and kernel.fn.__name__ in text, text
+
+
+def test_access_into_the_padding_of_an_allocation_is_reported():
+    text = _oob(scalar_store_at, 16)                   # a[16]: still inside a's 512-byte slot
+    assert "symm tensor #0 (int32[16])" in text and "64 bytes" in text and "offset 64" in text, text
+
+
+def test_negative_index_into_the_library_state_is_reported():
+    text = _oob(scalar_store_at, -(64 * 1024) // 4)    # the heap's first bytes: the barrier counter
+    assert "reserved" in text and "device library" in text, text
+
+
+def test_wait_whose_slots_run_past_the_tensor_is_reported():
+    text = _oob(wait_past_the_tensor, 2)               # slot 1 is at byte 64 of a 64-byte tensor
+    assert "wait" in text and "symm tensor #0 (int32[16])" in text, text
+
+
+def test_putmem_past_the_tensor_is_reported():
+    text = _oob(put_past_the_tensor, 32)
+    assert "putmem" in text and "(int32[16])" in text and "64 bytes" in text, text
+
+
+def test_accesses_inside_the_tensor_and_masked_lanes_are_fine():
+    res = triton_dist.launch(_bounds, masked_block_store, 0, world_size=1, timeout=20)
+    assert res.values == [[0] * 16]                    # b untouched
+    res = triton_dist.launch(_bounds, scalar_store_at, 15, world_size=1, timeout=20)
+    assert res.values == [[0] * 16]
+
+
+@triton.jit
+def host_store_at(x, I: tl.constexpr):
+    tl.store(x + I, 1.0)
+
+
+def test_host_tensor_bounds():
+    def body(i):
+        x = torch.zeros(16, dtype=torch.float32)
+        host_store_at[(1,)](x, I=i)
+        return x.tolist()
+    assert triton_dist.launch(body, 15, world_size=1, timeout=20).values[0][15] == 1.0
+    with pytest.raises(triton_dist.RankError, match="tensor argument 'x'"):
+        triton_dist.launch(body, 16, world_size=1, timeout=20)
+
+
+@triton.jit
+def store_by_raw_offset(a, DELTA: tl.constexpr):
+    if dl.rank() == 0:
+        tl.store(a + DELTA, 1)            # the same tensor on rank 1, reached without symm_at
+
+
+def test_raw_pointer_arithmetic_into_a_peer_heap_is_reported():
+    def body():
+        from sim import context
+        a = triton_dist.symm_tensor((16,), torch.int32)
+        bases = context.runtime().heaps.bases
+        store_by_raw_offset[(1,)](a, DELTA=(bases[1] - bases[0]) // 4)
+        triton_dist.barrier()
+        return a.tolist()
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=2, timeout=20)
+    text = str(ei.value)
+    assert "symm tensor #0 (int32[16]) of rank 0 is out of bounds" in text and "of rank 1" in text, text
+
+
+@triton.jit
+def signal_wait_until_past(a, b, I: tl.constexpr):
+    shm.signal_wait_until(a + I, shm.ACLSHMEM_CMP_EQ, 0)
+
+
+def test_signal_wait_until_past_the_tensor_is_reported():
+    text = _oob(signal_wait_until_past, 16)
+    assert "signal_wait_until" in text and "symm tensor #0 (int32[16])" in text, text

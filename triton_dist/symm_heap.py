@@ -24,10 +24,13 @@ def _round_up(n: int, a: int) -> int:
 
 
 class Allocation:
-    __slots__ = ("aid", "offset", "nbytes", "label")
+    """nbytes: the heap space taken (rounded up to ALIGN); size: the bytes asked for, the
+    tensor's own bytes (what an access must stay inside)."""
+    __slots__ = ("aid", "offset", "nbytes", "label", "size")
 
-    def __init__(self, aid: int, offset: int, nbytes: int, label: str):
+    def __init__(self, aid: int, offset: int, nbytes: int, label: str, size: int | None = None):
         self.aid, self.offset, self.nbytes, self.label = aid, offset, nbytes, label
+        self.size = nbytes if size is None else size
 
 
 class HeapAllocator:
@@ -47,7 +50,7 @@ class HeapAllocator:
                     del self.free_list[i]
                 else:
                     self.free_list[i] = (off + need, n - need)
-                a = Allocation(self.next_id, off, need, label)
+                a = Allocation(self.next_id, off, need, label, nbytes)
                 self.next_id += 1
                 self.live[off] = a
                 return a
@@ -75,3 +78,14 @@ class HeapAllocator:
             if a.offset <= offset < a.offset + a.nbytes:
                 return a
         return None
+
+    def neighbours(self, offset: int) -> tuple:
+        """(the live allocation starting at or below offset, the first one above it), for
+        naming the tensor an out-of-bounds access probably meant."""
+        below = above = None
+        for a in self.live.values():
+            if a.offset <= offset and (below is None or a.offset > below.offset):
+                below = a
+            if a.offset > offset and (above is None or a.offset < above.offset):
+                above = a
+        return below, above
