@@ -70,6 +70,21 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
 
 
 def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
+    """Run a launch (_launch); its failure is raised from here with the frames below cut off.
+
+    Those frames hold every heap (world_size x 256 MiB), the board, the schedule and the
+    ranks' handles: a RankError/DeadlockError/RaceError kept by the caller (a list of
+    failures, pytest's report) would pin them all.  What the error says is in its message,
+    its rank traceback and its replay line; a finished launch holds nothing."""
+    from triton_dist.errors import RaceError
+    try:
+        return _launch(fn, args, kwargs, world_size=world_size, timeout=timeout, **given)
+    except (RankError, DeadlockError, RaceError) as e:
+        failure = e.with_traceback(None)
+    raise failure
+
+
+def _launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
     from . import board as B
     from . import heap
     from .watchdog import BoardWatchdog

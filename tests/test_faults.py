@@ -194,3 +194,59 @@ def test_endless_loop_ends_in_a_timeout_report(body, schedule):
     assert "rank" in str(ei.value)            # the report names the ranks still running
     assert not descendants(os.getpid())
     assert set(os.listdir("/dev/shm")) <= before
+
+
+# ---- a kept exception holds nothing --------------------------------------------------------------
+
+def _mapped_bytes() -> int:
+    total = 0
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = line.split()[0].split("-")
+            total += int(hi, 16) - int(lo, 16)
+    return total
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _raises():
+    raise ValueError("kept")
+
+
+def _deadlocks():
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    endless_wait[(1,)](sig)
+
+
+@triton.jit
+def endless_wait(sig):
+    import triton_dist.language as dl
+    dl.wait(sig, 1, "gpu", "acquire", waitValue=1)
+
+
+@pytest.mark.parametrize("body,error", [(_raises, triton_dist.RankError), (_deadlocks, triton_dist.DeadlockError)],
+                         ids=["RankError", "DeadlockError"])
+def test_kept_errors_pin_no_memory_and_no_fds(body, error):
+    import gc
+
+    from sim import heap
+
+    def failure():
+        try:
+            triton_dist.launch(body, world_size=2, schedule="pct", seed=3, timeout=20)
+        except error as e:
+            return e
+        pytest.fail("the launch did not fail")
+
+    kept = [failure()]                  # warm-up: imports, caches
+    gc.collect()
+    mapped, fds = _mapped_bytes(), _open_fds()
+    kept += [failure() for _ in range(4)]
+    gc.collect()
+    grown = _mapped_bytes() - mapped
+    # each launch maps 2 heaps of DEFAULT_HEAP_BYTES: 4 kept errors pinning them would add 8
+    assert grown < heap.DEFAULT_HEAP_BYTES, f"{len(kept) - 1} kept errors pin {grown >> 20} MiB of mappings"
+    assert _open_fds() <= fds, f"{len(kept) - 1} kept errors pin {_open_fds() - fds} file descriptors"
+    assert all(isinstance(e, error) and e.seed == 3 for e in kept)   # the errors themselves stay whole

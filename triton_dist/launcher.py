@@ -213,6 +213,7 @@ def teardown(procs, pipes, listener) -> None:
                 pass
     for p in procs:
         p.join()
+        p.close()                 # its sentinel fd now, not when a kept traceback lets go of it
     for c in pipes:
         c.close()
     if listener is not None:
