@@ -41,7 +41,7 @@ _BUILTIN = {
                "cuda": "backend_cuda.runtime:CudaBackend"},
     DEVICE_LIBRARIES: {"triton_dist_cuda": "backend_cuda.emit:emit"},
     SUBCOMMANDS: {"run": "sim.cli:RUN", "explore": "sim.cli:EXPLORE", "replay": "sim.cli:REPLAY",
-                  "lower": "backend_ascend.cli:LOWER"},
+                  "predict": "sim.predict.cli:PREDICT", "lower": "backend_ascend.cli:LOWER"},
 }
 
 _cache: dict = {}
