@@ -117,19 +117,18 @@ class SimBackend(Backend):
 
     @staticmethod
     def _named_heaps(rank, world_size, nbytes):
-        """torchrun: a named segment per rank, exchanged over gloo, unlinked once all have mapped it."""
+        """torchrun: a nameless segment per rank (sim/heap.py), mapped by the peers through
+        /proc/<pid>/fd: a rank killed anywhere in here leaves nothing in /dev/shm."""
         import torch.distributed as dist
-        tag = [uuid.uuid4().hex[:12] if rank == 0 else None]
-        dist.broadcast_object_list(tag, src=0)
-        prefix = f"{heap.NAME_PREFIX}{tag[0]}-"
-        name = f"{prefix}r{rank}"
+        heap.sweep_stale()               # what ranks killed by older runs left behind
+        own, fd = heap.create_named(f"{heap.NAME_PREFIX}{uuid.uuid4().hex[:12]}-r{rank}", nbytes)
         try:
-            own = heap.create_named(name, nbytes)
-            dist.barrier()
-            maps = [own if r == rank else heap.map_named(f"{prefix}r{r}", nbytes) for r in range(world_size)]
-            dist.barrier()
+            where = [None] * world_size
+            dist.all_gather_object(where, (os.getpid(), fd))
+            maps = [own if r == rank else heap.map_peer(*where[r], nbytes) for r in range(world_size)]
+            dist.barrier()               # every peer has mapped mine: the fd may go
         finally:
-            heap.unlink_named(name)
+            os.close(fd)
         return maps
 
     def finalize(self):

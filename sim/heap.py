@@ -3,9 +3,11 @@
 Two ways to get the segments, both leaving nothing behind in /dev/shm:
 - `launch()` creates anonymous MAP_SHARED mappings before it forks the ranks, so all
   ranks see every heap at the same address and nothing has a name at all;
-- a script under torchrun creates a named segment per rank, the ranks exchange names
-  over gloo, map each other's, and every rank unlinks its own once all have mapped it
-  (the mappings outlive the name).
+- a script under torchrun creates a segment per rank with no name at all (memfd; where
+  that is missing, a named one unlinked right after creation), the ranks exchange
+  (pid, fd) over gloo and map each other's through /proc/<pid>/fd: a rank killed at any
+  point of init leaves nothing (issue 14 item 12).  init also sweeps segments named by
+  processes that are gone (`sweep_stale`): a rank killed between creation and unlink.
 
 The allocator is deterministic first-fit over the heap; because every rank makes the
 same calls in the same order, an allocation lands at the same offset everywhere.
@@ -33,37 +35,63 @@ def anonymous_heaps(world_size: int, nbytes: int) -> list[mmap.mmap]:
             for _ in range(world_size)]
 
 
-def create_named(name: str, nbytes: int) -> mmap.mmap:
-    path = os.path.join(SHM_DIR, name)
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+def create_named(name: str, nbytes: int) -> tuple[mmap.mmap, int]:
+    """A rank's heap segment for peers to map through /proc: (mapping, fd to keep open until
+    every peer has mapped it).  Nothing is left in /dev/shm even if the process dies now."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    else:
+        path = os.path.join(SHM_DIR, f"{name}-p{os.getpid()}")     # the pid lets sweep_stale judge it
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        os.unlink(path)
     try:
         os.ftruncate(fd, nbytes)
-        return mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
-    finally:
+        return mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED), fd
+    except BaseException:
         os.close(fd)
+        raise
 
 
-def map_named(name: str, nbytes: int) -> mmap.mmap:
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+def map_peer(pid: int, fd: int, nbytes: int) -> mmap.mmap:
+    """Map the segment another process (a peer rank of this host) holds open as fd."""
     try:
-        return mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
+        peer = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDWR)
+    except OSError as e:
+        from triton_dist.errors import TritonDistError
+        raise TritonDistError(f"cannot map the symmetric heap of the rank with pid {pid} through "
+                              f"/proc/{pid}/fd/{fd}: {e}. Simulated ranks under torchrun must run on one "
+                              f"host, as one user; or run them with triton_dist.launch / `triton-dist run`, "
+                              f"which need no /proc access") from None
+    try:
+        return mmap.mmap(peer, nbytes, flags=mmap.MAP_SHARED)
     finally:
-        os.close(fd)
+        os.close(peer)
 
 
-def unlink_named(name: str) -> None:
-    try:
-        os.unlink(os.path.join(SHM_DIR, name))
-    except FileNotFoundError:
-        pass
-
-
-def sweep_named(prefix: str) -> None:
-    """Remove every segment whose name starts with prefix (used after a failed start)."""
+def sweep_stale(prefix: str = NAME_PREFIX) -> list[str]:
+    """Remove the segments `prefix...-p<pid>` whose process is gone; the names removed."""
     try:
         names = os.listdir(SHM_DIR)
     except OSError:
-        return
+        return []
+    gone = []
     for n in names:
-        if n.startswith(prefix):
-            unlink_named(n)
+        pid = n.rpartition("-p")[2]
+        if not n.startswith(prefix) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(os.path.join(SHM_DIR, n))
+            gone.append(n)
+        except OSError:           # another user's, or swept by a peer first
+            pass
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

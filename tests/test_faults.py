@@ -250,3 +250,57 @@ def test_kept_errors_pin_no_memory_and_no_fds(body, error):
     assert grown < heap.DEFAULT_HEAP_BYTES, f"{len(kept) - 1} kept errors pin {grown >> 20} MiB of mappings"
     assert _open_fds() <= fds, f"{len(kept) - 1} kept errors pin {_open_fds() - fds} file descriptors"
     assert all(isinstance(e, error) and e.seed == 3 for e in kept)   # the errors themselves stay whole
+
+
+# ---- torchrun: a rank dies inside init -------------------------------------------------------------
+
+DIES_IN_INIT = """
+import os, signal
+import triton_dist
+from sim import heap
+
+# rank 1 is SIGKILLed right after it made its heap segment, before its peers have mapped it
+_create = heap.create_named
+def _create_then_die(*args, **kwargs):
+    made = _create(*args, **kwargs)
+    if os.environ["RANK"] == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return made
+heap.create_named = _create_then_die
+triton_dist.init()
+"""
+
+
+def _tdist_segments():
+    return {n for n in os.listdir("/dev/shm") if n.startswith("tdist-")}
+
+
+def test_rank_killed_inside_init_under_torchrun_leaves_nothing(tmp_path):
+    script = tmp_path / "dies_in_init.py"
+    script.write_text(DIES_IN_INIT)
+    before = _tdist_segments()
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", str(script)],
+                       capture_output=True, text=True, timeout=120, env=_env(TORCHELASTIC_ERROR_FILE=""))
+    assert p.returncode != 0, p.stdout + p.stderr          # the rank did die
+    assert "SIGKILL" in p.stdout + p.stderr or "Signal 9" in p.stdout + p.stderr, p.stderr[-2000:]
+    left = _tdist_segments() - before
+    assert not left, f"left in /dev/shm: {sorted(left)}"
+
+
+def test_init_sweeps_segments_of_dead_processes(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stale = Path("/dev/shm") / f"tdist-0123456789ab-r0-p{dead}"      # what a killed rank left behind
+    live = Path("/dev/shm") / f"tdist-0123456789ab-r1-p{os.getpid()}"  # a running rank's: kept
+    stale.write_bytes(b"\0" * 4096)
+    live.write_bytes(b"\0" * 4096)
+    try:
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+                            str(ROOT / "examples" / "hello_allgather.py")],
+                           capture_output=True, text=True, timeout=120, env=_env())
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert not stale.exists(), "init left the segment of a dead process in /dev/shm"
+        assert live.exists(), "init removed the segment of a live process"
+    finally:
+        for f in (stale, live):
+            f.unlink(missing_ok=True)
