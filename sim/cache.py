@@ -1,20 +1,37 @@
 """Memory models: the NPU's per-core, non-coherent, write-back data cache, or none.
 
-`ascend` (the default): each core (program instance) has its own cache of 64-byte lines.
-Scalar loads and stores go through it; a miss fetches the whole line from memory, a
-write-back (dcci, or the end of the kernel) writes the whole line back, so two cores
-that write different bytes of one line can lose an update, exactly as on the NPU.
+Where each rule comes from: docs/device_model.md (a table: rule | source | test).
+
+`ascend` (the default) follows how triton-ascend lowers scalar accesses (evidence:
+docs/device_model.md):
+- a scalar tl.load is a `memref.load` on GM = a scalar-unit load through the core's data
+  cache: a miss fetches the whole 64-byte line, later loads hit it and can be stale until
+  dcci (no compiler pass inserts dcci);
+- a scalar tl.store becomes a 1-element tensor store = an MTE3 DMA of exactly sizeof(T)
+  bytes: it writes exactly the element's bytes to memory, dirties no line and touches no
+  other core's cache (the storing core's own cached copy of the line, if any, gets the new
+  bytes too, so a core reads its own writes: inferred, not verified);
+- the device library's own scalar stores (signal SET, the barrier's flag and counter) are
+  Ascend C scalar stores through the cache, each followed by dcci of its line (SEMANTICS
+  §3): a SET writes back the whole line, so SETs to different bytes of one line can lose
+  each other's update.
 Block accesses (DMA), atomics and the device library's ADD bypass the cache.
+
+`ascend-scalar-cache`: the stricter reading of Ascend C's SetValue documentation: scalar
+tl.stores go through the cache too and reach memory only as whole lines, at dcci or the end
+of the kernel; cores writing different bytes of one line lose updates.  For code whose
+scalar stores do take the scalar unit (hand-written Ascend C, or a lowering that does).
 
 `coherent`: no caches; every scalar access goes straight to memory.  Use it to tell an
 algorithm bug from a cache bug.
 
-At kernel end every dirty line is written back and the cache is dropped.  Where this
-comes from: Ascend C's DataCacheCleanAndInvalid documentation says a scalar write needs
-dcci to reach GM *immediately* (so it does reach GM later without it), and host code
-reads a kernel's scalar outputs once the task completes; we take the end of an AI-core
-task to clean its cache.  An inference from documentation, not verified on hardware.
-Inside a kernel nothing but dcci makes a line move.
+At kernel end every dirty line is written back and the cache is dropped (an inference from
+documentation, not verified on hardware; docs/device_model.md).  Under `ascend` nothing is
+dirty by then: tl.store never dirties a line and every library store is followed by its
+dcci, so the write-back matters only under `ascend-scalar-cache`.  A write-back writes the
+whole line but only inside the buffers (a heap, a tensor argument's storage) the core wrote
+bytes of: a line that straddles the end of a host tensor never writes the bytes beyond it,
+nor a neighbouring tensor that shares the line (issue 14 item 7).
 """
 from __future__ import annotations
 
@@ -41,9 +58,14 @@ class CoherentMemory:
         return np.frombuffer(ctypes.string_at(addr, np.dtype(np_dtype).itemsize), dtype=np_dtype)[0]
 
     def scalar_store(self, addr, value):
+        """A kernel's scalar tl.store."""
         value = np.asarray(value)
         ctypes.memmove(addr, value.tobytes(), value.itemsize)
         context.runtime().sched.wrote()
+
+    def library_store(self, addr, value):
+        """A scalar store of the device library (Ascend C): the caller dccis the line."""
+        self.scalar_store(addr, value)
 
     def dcci_line(self, addr):
         pass
@@ -56,9 +78,12 @@ class CoherentMemory:
 
 
 class AscendMemory(CoherentMemory):
-    """Per-core write-back caches; the cache object is a dict line address -> [bytearray, dirty]."""
+    """Per-core write-back caches; the cache object is a dict line address ->
+    [bytearray, dirty, dirty-byte mask].
+    Scalar loads through the cache; a kernel's scalar store exact (DMA); library stores cached."""
     name = "ascend"
     caches = True
+    cached_kernel_stores = False
 
     def new_cache(self):
         return {}
@@ -70,7 +95,7 @@ class AscendMemory(CoherentMemory):
         base = addr & _MASK
         entry = cache.get(base)
         if entry is None:
-            entry = [bytearray(ctypes.string_at(base, LINE)), False]
+            entry = [bytearray(ctypes.string_at(base, LINE)), False, 0]   # bytes, dirty, dirty-byte mask
             cache[base] = entry
         return entry, addr - base
 
@@ -87,22 +112,47 @@ class AscendMemory(CoherentMemory):
     def scalar_store(self, addr, value):
         if context.core() is None:
             return super().scalar_store(addr, value)
+        if self.cached_kernel_stores:
+            return self.library_store(addr, value)
+        # a 1-element DMA: exactly the element's bytes reach memory; the storing core's own
+        # copy of the line (if cached) sees them, no other core's cache does
+        raw = np.asarray(value).tobytes()
+        ctypes.memmove(addr, raw, len(raw))
+        cache = context.core().cache
+        for i in range(len(raw)):
+            e = cache.get((addr + i) & _MASK)
+            if e is not None:
+                e[0][(addr + i) - ((addr + i) & _MASK)] = raw[i]
+        context.runtime().sched.wrote()
+
+    def library_store(self, addr, value):
+        if context.core() is None:
+            return CoherentMemory.scalar_store(self, addr, value)
         raw = np.asarray(value).tobytes()
         entry, off = self._line(addr)
         n = min(len(raw), LINE - off)
         entry[0][off:off + n] = raw[:n]
         entry[1] = True
+        entry[2] |= ((1 << n) - 1) << off
         if n < len(raw):
             e2, _ = self._line(addr + n)
             e2[0][:len(raw) - n] = raw[n:]
             e2[1] = True
+            e2[2] |= (1 << (len(raw) - n)) - 1
 
     @staticmethod
     def _writeback(base, entry):
+        """Write a dirty line back: the whole line, as the hardware does, but only inside the
+        buffers (heap, tensor argument) this core wrote bytes of: never a byte the simulation
+        does not own, never a neighbouring buffer that merely shares the line."""
         if entry[1]:
-            ctypes.memmove(base, bytes(entry[0]), LINE)
+            rt = context.runtime()
+            for lo, hi in rt.space.owned(base, base + LINE):
+                if entry[2] >> (lo - base) & ((1 << (hi - lo)) - 1):
+                    ctypes.memmove(lo, bytes(entry[0][lo - base:hi - base]), hi - lo)
             entry[1] = False
-            context.runtime().sched.wrote()
+            entry[2] = 0
+            rt.sched.wrote()
 
     def dcci_line(self, addr):
         c = context.core()
@@ -127,7 +177,13 @@ class AscendMemory(CoherentMemory):
         cache.clear()
 
 
-MODELS = {"ascend": AscendMemory, "coherent": CoherentMemory}
+class AscendScalarCacheMemory(AscendMemory):
+    """The strict model: a kernel's scalar stores go through the data cache as well."""
+    name = "ascend-scalar-cache"
+    cached_kernel_stores = True
+
+
+MODELS = {"ascend": AscendMemory, "ascend-scalar-cache": AscendScalarCacheMemory, "coherent": CoherentMemory}
 
 
 def make(name: str):

@@ -41,7 +41,7 @@ def run_script(path: str, argv: list):
 def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True):
     p.add_argument("-n", "--nproc", type=int, required=True, metavar="N", help="number of ranks")
     p.add_argument("--schedule", choices=["free", "random", "pct"], default=schedule_default)
-    p.add_argument("--memory-model", choices=["ascend", "coherent"], default="ascend")
+    p.add_argument("--memory-model", choices=["ascend", "ascend-scalar-cache", "coherent"], default="ascend")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a run is declared stuck")
     p.add_argument("--race-check", action="store_true", help="report unordered conflicting accesses")
     p.add_argument("script", help="the Python script every rank runs")

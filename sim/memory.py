@@ -64,6 +64,17 @@ class AddressSpace:
         b = self.find(addr)
         return b if b is not None and b.heap_rank is not None else None
 
+    def owned(self, lo: int, hi: int) -> list:
+        """The parts of [lo, hi) inside known buffers: the only bytes a write-back may write."""
+        i = max(bisect.bisect_right(self._starts, lo) - 1, 0)
+        out = []
+        for b in self._bufs[i:]:
+            if b.start >= hi:
+                break
+            if b.end > lo:
+                out.append((max(lo, b.start), min(hi, b.end)))
+        return out
+
     def describe(self, addr: int) -> str:
         """'symm tensor #3 (int32, 1024 B) of rank 1 + 128' or the buffer's name + offset."""
         b = self.find(addr)

@@ -58,7 +58,7 @@ def _load(rt, addr, np_dtype):
 
 def _store(rt, addr, value, np_dtype):
     rt.sched.point("scalar store", addr, int(value))
-    rt.memory.scalar_store(addr, np.asarray(value, dtype=np_dtype))
+    rt.memory.library_store(addr, np.asarray(value, dtype=np_dtype))   # through the cache; callers dcci
 
 
 def _dcci(rt, addr):
