@@ -96,7 +96,7 @@ class SimBackend(Backend):
             dist.barrier()
         rank, world_size = dist.get_rank(), dist.get_world_size()
         if heaps is None:
-            heaps = self._named_heaps(rank, world_size, heap_bytes or heap.DEFAULT_HEAP_BYTES)
+            heaps = self._named_heaps(rank, world_size, heap_bytes or heap.heap_bytes())
         hs = HeapSet(heaps, rank)
         board = board if board is not None else B.Board(world_size)
         sched = schedulers.make(schedule, rank, shared, board)
@@ -160,7 +160,14 @@ class SimBackend(Backend):
             if rt.race is not None:
                 rt.race.collective_arrive()
             with rt.sched.host_call(what), host_collectives.inside():
-                out = fn()
+                try:
+                    out = fn()
+                except RuntimeError as e:      # gloo's raw error when a peer is not in it
+                    gone = [r for r in range(rt.world_size)
+                            if r != rt.rank and int(rt.board.slot(r, -1)["state"]) == B.DONE]
+                    if gone or host_collectives.peer_lost(e):
+                        raise host_collectives.peer_gone(what, gone, e) from None
+                    raise
             if rt.race is not None:
                 rt.race.collective_depart()
             return out

@@ -20,9 +20,29 @@ import os
 
 from triton_dist.symm_heap import ALIGN, RESERVED_BYTES, Allocation, HeapAllocator  # noqa: F401 (re-exported)
 
-DEFAULT_HEAP_BYTES = int(os.environ.get("TRITON_DIST_HEAP_SIZE", 256 << 20))
+DEFAULT_HEAP_BYTES = 256 << 20
+HEAP_ENV = "TRITON_DIST_HEAP_SIZE"
+MIN_HEAP_BYTES = RESERVED_BYTES + ALIGN      # the device library's area and one allocation
 SHM_DIR = "/dev/shm"
 NAME_PREFIX = "tdist-"
+
+
+def heap_bytes() -> int:
+    """Bytes per heap: TRITON_DIST_HEAP_SIZE (read at every launch/init) or the default."""
+    text = os.environ.get(HEAP_ENV, "").strip()
+    if not text:
+        return DEFAULT_HEAP_BYTES
+    try:
+        n = int(text, 0)
+    except ValueError:
+        n = None
+    if n is None or n < MIN_HEAP_BYTES:
+        from triton_dist.errors import TritonDistError
+        raise TritonDistError(
+            f"{HEAP_ENV} must be a whole number of bytes per rank, at least {MIN_HEAP_BYTES} (the first "
+            f"{RESERVED_BYTES} belong to the device library), got {text!r}; e.g. {HEAP_ENV}={DEFAULT_HEAP_BYTES} "
+            f"(256 MiB, the default; 0x10000000 works too), or unset it")
+    return n
 
 
 def address_of(m: mmap.mmap) -> int:

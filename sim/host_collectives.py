@@ -105,3 +105,21 @@ def _wrap(backend, name, orig):
 
     collective._triton_dist_orig = orig
     return collective
+
+
+def peer_lost(e: BaseException) -> bool:
+    """Whether gloo's error says a peer went away (rather than a bad argument)."""
+    text = str(e).lower()
+    return any(w in text for w in ("connection closed", "connection reset", "broken pipe", "peer"))
+
+
+def peer_gone(what: str, gone, cause=None):
+    """The error of a host collective that a peer rank will never join."""
+    from triton_dist.errors import TritonDistError
+    who = (f"rank{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))} had already returned from its "
+           f"host code" if gone else "a peer rank left it (returned, raised or died)")
+    raw = f" (gloo: {str(cause).splitlines()[0][:200]})" if cause is not None and str(cause) else ""
+    return TritonDistError(
+        f"{what}: this host collective can never complete: {who}{raw}. Every rank must make the "
+        f"same host collectives in the same order (triton_dist.barrier, symm_tensor, free and "
+        f"torch.distributed collectives); look for one called by some ranks only")

@@ -9,6 +9,7 @@ The fork / collect / teardown skeleton is the core's (triton_dist/launcher.py).
 """
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -31,6 +32,33 @@ def check_options(schedule, memory_model, race_check) -> None:
     schedulers.check(schedule)
     if race_check not in (True, False, "report"):
         raise TritonDistError(f"launch: race_check must be True, False or 'report', got {race_check!r}")
+
+
+def check_input(seed, trace, barrier_plus_one) -> None:
+    """Options of the wrong type, or a trace file that cannot be written, are refused before
+    anything runs (a run whose trace fails at the end would lose its results)."""
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise TritonDistError(f"launch: seed must be an int (or None: a random one, reported in the result), "
+                              f"got {seed!r}; e.g. seed=17")
+    if not isinstance(barrier_plus_one, bool):
+        raise TritonDistError(f"launch: barrier_plus_one must be True or False, got {barrier_plus_one!r}")
+    if trace is None:
+        return
+    if isinstance(trace, bool) or not isinstance(trace, (str, os.PathLike)) or \
+            not isinstance(os.fspath(trace), str) or not os.fspath(trace):
+        raise TritonDistError(f"launch: trace must be a file path to write the Chrome/Perfetto trace to (a str "
+                              f"or os.PathLike), got {trace!r}; e.g. trace='run.json'")
+    path = os.path.abspath(os.fspath(trace))
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise TritonDistError(f"launch: trace={trace!r} is a directory; pass a file path in it, e.g. "
+                              f"{os.path.join(path, 'trace.json')!r}")
+    if not os.path.isdir(folder):
+        raise TritonDistError(f"launch: trace={trace!r}: directory {folder} does not exist; create it first or "
+                              f"write the trace into an existing directory")
+    if not os.access(folder, os.W_OK):
+        raise TritonDistError(f"launch: trace={trace!r}: directory {folder} is not writable; write the trace "
+                              f"somewhere you may write")
 
 
 def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwargs, conn):
@@ -92,12 +120,14 @@ def _launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult
     schedule, seed, memory_model = opts["schedule"], opts["seed"], opts["memory_model"]
     trace, race_check, barrier_plus_one = opts["trace"], opts["race_check"], opts["barrier_plus_one"]
     check_options(schedule, memory_model, race_check)
+    check_input(seed, trace, barrier_plus_one)
+    heap_bytes = heap.heap_bytes()
     if schedule != "free" and seed is None:
         seed = random.SystemRandom().randrange(2 ** 32)
     L.LAST_LAUNCH.update(schedule=schedule, seed=seed, memory_model=memory_model)
     start = time.monotonic()
     listener = L.listen_socket()
-    heaps = heap.anonymous_heaps(world_size, heap.DEFAULT_HEAP_BYTES)
+    heaps = heap.anonymous_heaps(world_size, heap_bytes)
     board = B.Board(world_size)
     for r in range(world_size):
         board.set_state(r, -1, B.RUNNING)

@@ -253,3 +253,116 @@ def test_ranks_do_not_hang_after_the_launcher_used_openmp():
         assert time.monotonic() - t < 30
     finally:
         torch.set_num_threads(before)
+
+
+# ---- bad input: a clear error before anything runs, nothing lost (issue 14 item 13) --------------
+
+def _touch_marker(path):
+    open(path, "w").close()
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -float("inf"), True, "5", 0])
+def test_bad_timeouts_are_refused(timeout):
+    with pytest.raises(triton_dist.TritonDistError, match="timeout must be a positive, finite number of seconds"):
+        triton_dist.launch(lambda: None, world_size=1, timeout=timeout)
+
+
+@pytest.mark.parametrize("seed", ["7", 1.5, True, [1]])
+@pytest.mark.parametrize("schedule", ["free", "pct"])
+def test_seeds_of_the_wrong_type_are_refused(seed, schedule, tmp_path):
+    marker = tmp_path / "ran"
+    with pytest.raises(triton_dist.TritonDistError) as ei:
+        triton_dist.launch(_touch_marker, str(marker), world_size=1, schedule=schedule, seed=seed)
+    assert "seed must be an int" in str(ei.value) and repr(seed) in str(ei.value)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("trace", [True, 1, b"out.json"])
+def test_trace_must_be_a_path(trace, tmp_path):
+    marker = tmp_path / "ran"
+    with pytest.raises(triton_dist.TritonDistError, match="trace must be a file path"):
+        triton_dist.launch(_touch_marker, str(marker), world_size=1, trace=trace)
+    assert not marker.exists()
+    os.fstat(1)                                       # stdout is still open
+
+
+def test_trace_in_a_missing_directory_is_refused_before_the_run(tmp_path):
+    import glob
+    import tempfile
+    leaked = set(glob.glob(os.path.join(tempfile.gettempdir(), "triton_dist-trace-*")))
+    marker = tmp_path / "ran"
+    with pytest.raises(triton_dist.TritonDistError) as ei:
+        triton_dist.launch(_touch_marker, str(marker), world_size=1, trace=str(tmp_path / "nope" / "t.json"))
+    assert "does not exist" in str(ei.value) and str(tmp_path / "nope") in str(ei.value)
+    assert not marker.exists()                         # nothing ran, so no result was lost
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "triton_dist-trace-*"))) <= leaked
+
+
+@pytest.mark.parametrize("shape", [(2.5,), ("3",), (True, 2), 4.0, (None,)])
+def test_symm_tensor_shapes_that_are_not_ints_are_refused(shape):
+    def body():
+        triton_dist.symm_tensor(shape, torch.float32)
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=1)
+    assert "shape must be a tuple of ints" in str(ei.value)
+
+
+def test_symm_tensor_takes_torch_and_numpy_ints():
+    import numpy as np
+
+    def body():
+        return list(triton_dist.symm_tensor(torch.Size([2, np.int64(3)]), torch.float32).shape)
+    assert triton_dist.launch(body, world_size=1).values == [[2, 3]]
+
+
+@pytest.mark.parametrize("value", ["abc", "-100000", "0", "1000", "1.5e6", ""])
+def test_bad_heap_size_env_says_what_to_do(value, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_DIST_HEAP_SIZE", value)
+    if value == "":                                   # empty: the default
+        assert triton_dist.launch(lambda: 1, world_size=1).values == [1]
+        return
+    marker = tmp_path / "ran"
+    with pytest.raises(triton_dist.TritonDistError) as ei:
+        triton_dist.launch(_touch_marker, str(marker), world_size=1)
+    msg = str(ei.value)
+    assert "TRITON_DIST_HEAP_SIZE" in msg and repr(value) in msg and "bytes" in msg
+    assert not marker.exists()
+
+
+def test_heap_size_env_is_taken_at_launch(monkeypatch):
+    monkeypatch.setenv("TRITON_DIST_HEAP_SIZE", str(1 << 20))
+
+    def body():
+        triton_dist.symm_tensor((1 << 20,), torch.uint8)   # 1 MiB does not fit a 1 MiB heap (reserved start)
+    with pytest.raises(triton_dist.RankError, match="TRITON_DIST_HEAP_SIZE"):
+        triton_dist.launch(body, world_size=1)
+
+
+@pytest.mark.parametrize("schedule", ["free", "pct"])
+def test_collective_after_a_peer_returned_says_so(schedule):
+    def body():
+        if triton_dist.rank() == 0:
+            triton_dist.barrier()
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=2, schedule=schedule, seed=1, timeout=20)
+    msg = str(ei.value)
+    assert ei.value.rank == 0 and "barrier" in msg and "rank 1" in msg
+    assert "same host collectives in the same order" in msg
+
+
+class _Unloadable:
+    def __reduce__(self):
+        return (_fail_on_load, ())
+
+
+def _fail_on_load():
+    raise ValueError("not loadable here")
+
+
+def test_return_value_that_fails_to_unpickle_names_the_rank():
+    def body():
+        return _Unloadable() if triton_dist.rank() == 1 else 0
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=2)
+    msg = str(ei.value)
+    assert ei.value.rank == 1 and "rank 1" in msg and "not loadable here" in msg and "plain data" in msg

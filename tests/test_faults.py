@@ -246,8 +246,8 @@ def test_kept_errors_pin_no_memory_and_no_fds(body, error):
     kept += [failure() for _ in range(4)]
     gc.collect()
     grown = _mapped_bytes() - mapped
-    # each launch maps 2 heaps of DEFAULT_HEAP_BYTES: 4 kept errors pinning them would add 8
-    assert grown < heap.DEFAULT_HEAP_BYTES, f"{len(kept) - 1} kept errors pin {grown >> 20} MiB of mappings"
+    # each launch maps 2 heaps of heap_bytes(): 4 kept errors pinning them would add 8
+    assert grown < heap.heap_bytes(), f"{len(kept) - 1} kept errors pin {grown >> 20} MiB of mappings"
     assert _open_fds() <= fds, f"{len(kept) - 1} kept errors pin {_open_fds() - fds} file descriptors"
     assert all(isinstance(e, error) and e.seed == 3 for e in kept)   # the errors themselves stay whole
 

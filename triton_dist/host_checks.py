@@ -1,6 +1,8 @@
 """Argument checks shared by every backend's host API (one place, one wording)."""
 from __future__ import annotations
 
+import operator
+
 from .errors import TritonDistError
 
 
@@ -8,14 +10,22 @@ def symm_shape_dtype(shape, dtype):
     """symm_tensor's (shape, dtype), checked: a tuple of non-negative ints and a torch.dtype."""
     import torch
     try:
-        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
+        # operator.index, not int(): 2.5 or "3" must not silently become 2 or 3 elements
+        shape = tuple(_dim(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
     except (TypeError, ValueError):
-        raise TritonDistError(f"symm_tensor: shape must be a tuple of ints, got {shape!r}") from None
+        raise TritonDistError(f"symm_tensor: shape must be a tuple of ints, got {shape!r}; "
+                              f"e.g. symm_tensor((4, 8), torch.float32)") from None
     if any(s < 0 for s in shape):
         raise TritonDistError(f"symm_tensor: negative dimension in shape {shape}")
     if not isinstance(dtype, torch.dtype):
         raise TritonDistError(f"symm_tensor: dtype must be a torch.dtype, got {dtype!r}")
     return shape, dtype
+
+
+def _dim(s) -> int:
+    if isinstance(s, bool):
+        raise TypeError("a bool is not a dimension")
+    return operator.index(s)
 
 
 def require_agreement(what: str, values: list) -> None:

@@ -251,7 +251,6 @@ def collect(procs, pipes, timeout, start, watchdog=None):
     watchdog: None, or an object with `check(outcomes)` (called about every 0.1 s; raises
     DeadlockError when no rank can make progress) and `timeout_report()` (the report of a
     launch that timed out)."""
-    import dill
     from multiprocess import connection
     n = len(procs)
     outcomes = [None] * n
@@ -268,13 +267,13 @@ def collect(procs, pipes, timeout, start, watchdog=None):
                 continue
             if obj is pipes[r]:
                 try:
-                    outcomes[r] = dill.loads(pipes[r].recv_bytes())
+                    outcomes[r] = _load(r, pipes[r].recv_bytes())
                 except (EOFError, OSError):
                     continue      # the sentinel will tell how it died
             else:
                 if pipes[r].poll():
                     try:
-                        outcomes[r] = dill.loads(pipes[r].recv_bytes())
+                        outcomes[r] = _load(r, pipes[r].recv_bytes())
                         continue
                     except (EOFError, OSError):
                         pass
@@ -300,6 +299,18 @@ def collect(procs, pipes, timeout, start, watchdog=None):
         if watchdog is not None:
             watchdog.check(outcomes)
     return outcomes
+
+
+def _load(rank, data: bytes):
+    """A rank's message, or the error saying its return value cannot be loaded here."""
+    import dill
+    try:
+        return dill.loads(data)
+    except Exception as e:  # noqa: BLE001 - whatever unpickling runs, name the rank
+        return ("err", "UnpicklingError",
+                f"the return value of rank {rank} could not be unpickled in the launcher "
+                f"({type(e).__name__}: {e}). Return plain data (numbers, lists, dicts, tensors), or objects "
+                f"of classes the launching process can import and rebuild", "")
 
 
 def dump_stacks(procs, outcomes):

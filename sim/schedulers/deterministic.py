@@ -313,8 +313,12 @@ class DeterministicScheduler:
         return errors
 
     # ---- host collectives --------------------------------------------------------------------
-    def _collective_enter(self, me, first=False):
+    def _collective_enter(self, me, first=False, what="collective"):
         sh = self.sh
+        gone = [r for r in range(sh.world_size) if sh.state[sh.slot_of(r, -1)] == DONE]
+        if gone:      # a peer returned from its host code: this collective can never complete
+            from ..host_collectives import peer_gone
+            raise peer_gone(what, gone)
         with sh.lock:
             sh.state[me] = COLLECTIVE
             sh.i[ARRIVED] += 1
@@ -336,6 +340,10 @@ class DeterministicScheduler:
             self._acquire(me)
         else:
             self._switch(me, self._next(me))
+            gone = [r for r in range(sh.world_size) if sh.state[sh.slot_of(r, -1)] == DONE]
+            if gone:  # woken by finish(): a peer returned instead of joining
+                from ..host_collectives import peer_gone
+                raise peer_gone(what, gone)
 
     def _collective_leave(self, me):
         sh = self.sh
@@ -353,7 +361,7 @@ class DeterministicScheduler:
     def host_call(self, what):
         me = self.host_slot
         self._record(me, "host " + what)
-        self._collective_enter(me)
+        self._collective_enter(me, what=what)
         try:
             yield
         finally:
@@ -367,3 +375,10 @@ class DeterministicScheduler:
         sh.u[EPOCH] += 1
         if (sh.state == RUNNABLE).any():
             self._switch(me, self._next(me), wait=False)
+            return
+        # Nothing can run: a host waiting in a collective would wait forever for this one;
+        # hand it the baton so it reports the collective this rank did not join.
+        hosts = [sh.slot_of(r, -1) for r in range(sh.world_size)]
+        stuck = [s for s in hosts if sh.state[s] == COLLECTIVE]
+        if stuck:
+            self._switch(me, stuck[0], wait=False)
