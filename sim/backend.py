@@ -65,6 +65,8 @@ class SimBackend(Backend):
         return context.kernel_line(depth + 1)
 
     # -- host side ---------------------------------------------------------------------------------
+        if family not in _READ_ONLY:        # a primitive that writes is progress (sim/spin.py)
+            context.runtime().spin_reset()
     def device(self):
         import torch
         return torch.device("cpu")
@@ -228,5 +230,14 @@ def _caller():
     here = os.path.dirname(os.path.abspath(__file__))
     pkg = os.path.join(os.path.dirname(here), "triton_dist")
     while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename.startswith(pkg)):
+def _read_only_families():
+    from triton_dist import symbols as S
+    return frozenset(s.family for s in (*S.DL_OPS.values(), *S.SHMEM_OPS.values())
+                     if s.effects in (S.NONE, S.READ))
+
+
+_READ_ONLY = _read_only_families()
+
+
         f = f.f_back
     return "<unknown>" if f is None else f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"

@@ -4,6 +4,14 @@ It lives in memory shared with the launcher, so when the ranks stop making progr
 launcher can say exactly where each one is stuck without asking them: the primitive, the
 kernel line, the address and the value awaited versus seen.  A wait updates its record
 when it starts and whenever the value it sees changes, never on every spin round.
+
+Slots are physical cores (sim/device.py), not programs: a rank has one record per core of
+the device profile plus one for its host code, and a core's record names the program it
+runs.  At most that many programs run at once, so no program ever shares another's record
+(issue 14 item 1: 512 fixed slots indexed by program % 512 used to alias).  The host
+record of a rank in a kernel also says how many programs the grid has and how many have
+been dispatched, so a kernel whose running programs wait for one that cannot start (every
+core busy) is reported as exactly that.
 """
 from __future__ import annotations
 
@@ -17,28 +25,39 @@ STATE_NAMES = {IDLE: "idle", RUNNING: "running", WAITING: "waiting",
 # States in which a task makes no progress by itself.
 BLOCKED = (WAITING, HOST_COLLECTIVE, IN_KERNEL, DONE, IDLE)
 
-MAX_CORES = 512
-HOST = MAX_CORES  # slot index of the rank's host task
-
+# prog: on a core, the program (linear index) it runs; on the host record, the grid size.
+# ndisp (host record): programs dispatched so far; ncores/kind: the cores the kernel runs on.
 RECORD = np.dtype([
     ("state", "i4"), ("gen", "u4"), ("addr", "u8"), ("awaited", "i8"), ("seen", "i8"),
-    ("op", "S40"), ("where", "S120"), ("target", "S80"),
+    ("prog", "i8"), ("ndisp", "i8"), ("ncores", "i4"),
+    ("op", "S40"), ("where", "S120"), ("target", "S80"), ("kind", "S12"),
 ])
 
 
 class Board:
-    def __init__(self, world_size: int, buf=None):
+    def __init__(self, world_size: int, cores: int | None = None):
+        if cores is None:
+            from . import device
+            cores = device.current().max_cores
         self.world_size = world_size
-        nbytes = RECORD.itemsize * world_size * (MAX_CORES + 1)
-        self._mm = buf if buf is not None else mmap.mmap(-1, nbytes, flags=mmap.MAP_SHARED)
-        self.rec = np.frombuffer(self._mm, dtype=RECORD, count=world_size * (MAX_CORES + 1)).reshape(
-            world_size, MAX_CORES + 1)
+        self.cores = cores
+        self.host = cores           # slot index of a rank's host task
+        n = world_size * (cores + 1)
+        self._mm = mmap.mmap(-1, RECORD.itemsize * n, flags=mmap.MAP_SHARED)
+        self.rec = np.frombuffer(self._mm, dtype=RECORD, count=n).reshape(world_size, cores + 1)
+
+    def _index(self, core: int) -> int:
+        if core < 0:
+            return self.host
+        if core >= self.cores:      # a bug in the simulator, never a user's grid
+            raise IndexError(f"status board: core {core} of {self.cores}")
+        return core
 
     def slot(self, rank: int, core: int):
-        return self.rec[rank, HOST if core < 0 else core % MAX_CORES]
+        return self.rec[rank, self._index(core)]
 
     def set(self, rank, core, state, op="", where="", target="", addr=0, awaited=0, seen=0):
-        r = self.rec[rank, HOST if core < 0 else core % MAX_CORES]
+        r = self.rec[rank, self._index(core)]
         r["op"] = op.encode()[:40]
         r["where"] = where.encode()[:120]
         r["target"] = target.encode()[:80]
@@ -49,15 +68,44 @@ class Board:
         r["state"] = state
 
     def set_state(self, rank, core, state):
-        r = self.rec[rank, HOST if core < 0 else core % MAX_CORES]
+        r = self.rec[rank, self._index(core)]
         r["gen"] += 1
         r["state"] = state
 
     def seen(self, rank, core, value):
-        self.rec[rank, HOST if core < 0 else core % MAX_CORES]["seen"] = value
+        self.rec[rank, self._index(core)]["seen"] = value
 
     def clear_cores(self, rank):
-        self.rec[rank, :MAX_CORES]["state"] = IDLE
+        self.rec[rank, :self.cores]["state"] = IDLE
+
+    # -- programs and cores --------------------------------------------------------------------
+    def kernel_begin(self, rank, nprog: int, ncores: int, kind: str):
+        h = self.rec[rank, self.host]
+        h["prog"], h["ndisp"], h["ncores"], h["kind"] = nprog, 0, ncores, kind.encode()[:12]
+
+    def dispatched(self, rank, core: int, prog: int):
+        """Program `prog` starts on `core` (in order: it is also the count dispatched - 1)."""
+        self.rec[rank, core]["prog"] = prog
+        self.rec[rank, self.host]["ndisp"] = prog + 1
+
+    def coresidency(self, rank) -> str | None:
+        """The line for a rank whose every running core waits while programs wait to be
+        dispatched (they never start on the NPU: each core runs one program at a time)."""
+        h = self.rec[rank, self.host]
+        nprog, ndisp = int(h["prog"]), int(h["ndisp"])
+        if int(h["state"]) != IN_KERNEL or ndisp >= nprog:
+            return None
+        cores = np.nonzero(self.rec[rank, :self.cores]["state"] == WAITING)[0]
+        if (self.rec[rank, :self.cores]["state"] == RUNNING).any() or len(cores) == 0:
+            return None
+        waiting = sorted(int(self.rec[rank, c]["prog"]) for c in cores)
+        later = f"program {ndisp} waits" if ndisp == nprog - 1 else f"programs {ndisp}-{nprog - 1} wait"
+        now = f"program {waiting[0]} waits" if len(waiting) == 1 else f"programs {_ranges(waiting)} wait"
+        return (f"grid of {nprog} programs on {int(h['ncores'])} {h['kind'].decode()} cores: "
+                f"{now}; {later} to be dispatched (a core runs one program at a time and takes the next one only "
+                f"when its program ends, so on the NPU the running programs wait forever for a "
+                f"program that cannot start: launch at most {int(h['ncores'])} programs that wait "
+                f"for each other, or make no program wait for a later one)")
 
     def snapshot(self):
         return self.rec[["state", "gen", "seen"]].copy()
@@ -65,7 +113,7 @@ class Board:
     def report(self, ranks=None) -> str:
         lines = []
         for rank in (range(self.world_size) if ranks is None else ranks):
-            host = self.rec[rank, HOST]
+            host = self.rec[rank, self.host]
             hs = int(host["state"])
             if hs == DONE:
                 lines.append(f"rank {rank}: finished")
@@ -77,25 +125,48 @@ class Board:
             if hs == RUNNING:
                 lines.append(f"rank {rank} host: running host code")
                 continue
-            cores = np.nonzero(self.rec[rank, :MAX_CORES]["state"] != IDLE)[0]
+            cores = np.nonzero(self.rec[rank, :self.cores]["state"] != IDLE)[0]
             waiting = [c for c in cores if self.rec[rank, c]["state"] == WAITING]
             lines.append(f"rank {rank}: in a kernel, {len(waiting)} of {len(cores)} running cores waiting")
+            co = self.coresidency(rank)
+            if co is not None:
+                lines.append(f"  rank {rank}: {co}")
             for c in cores:
                 r = self.rec[rank, c]
                 st = int(r["state"])
-                if st == WAITING and r["op"].decode().startswith("spin on plain loads"):
+                who = f"rank {rank} core {c}" + (f" (program {int(r['prog'])})" if int(r["prog"]) != c else "")
+                op = r["op"].decode()
+                if st == WAITING and op.startswith("spin on plain loads"):
                     lines.append(
-                        f"  rank {rank} core {c}: spins on plain scalar loads at {r['where'].decode()}: "
+                        f"  {who}: spins on plain scalar loads at {r['where'].decode()}: "
                         f"{r['target'].decode()} (0x{int(r['addr']):x}) sees {int(r['seen'])} every time "
                         f"(a load through the data cache never sees another core's write without dcci: "
                         f"use dl.wait / signal_wait_until)")
+                elif st == WAITING and op.startswith("spin on"):
+                    what = "atomics" if "atomic" in op else "loads"
+                    lines.append(
+                        f"  {who}: polls with {what} at {r['where'].decode()}: "
+                        f"{r['target'].decode()} (0x{int(r['addr']):x}) sees {int(r['seen'])} every time, "
+                        f"writing nothing (it waits for another task to change it)")
                 elif st == WAITING:
                     lines.append(
-                        f"  rank {rank} core {c}: {r['op'].decode()} at {r['where'].decode()}: "
+                        f"  {who}: {r['op'].decode()} at {r['where'].decode()}: "
                         f"{r['target'].decode()} (0x{int(r['addr']):x}) awaits {int(r['awaited'])}, "
                         f"sees {int(r['seen'])}")
                 elif st == DONE:
-                    lines.append(f"  rank {rank} core {c}: finished")
+                    lines.append(f"  {who}: finished")
                 else:
-                    lines.append(f"  rank {rank} core {c}: {STATE_NAMES.get(st, st)}")
+                    lines.append(f"  {who}: {STATE_NAMES.get(st, st)}")
         return "\n".join(lines)
+
+
+def _ranges(xs) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ", ".join(out)

@@ -17,7 +17,7 @@ from triton._C.libtriton import interpreter as _cpu
 
 from triton_dist.errors import TritonDistError
 
-from . import context
+from . import context, spin
 
 _RELAXED = _cpu.MEM_SEMANTIC.RELAXED
 _ACQ_REL = _cpu.MEM_SEMANTIC.ACQUIRE_RELEASE
@@ -220,7 +220,7 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
         if rt.race is not None:
             rt.race.scalar_load(addr, itemsize)
         out = rt.memory.scalar_load(addr, np_dtype)
-        rt.spin_watch(addr, out)
+        rt.spin_watch(("cached", addr), out, addr=addr)
         return np.full(ptrs.shape, out, dtype=np_dtype)
     sel = _masked(ptrs, mask)
     check_base(base, sel, itemsize, f"load of {np.dtype(np_dtype).name}")
@@ -229,10 +229,9 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     if rt.race is not None:
         rt.race.block_load(sel, itemsize)
     out = _cpu.load(ptrs, mask, other, np_dtype)
-    if scalar and sel.size:
-        rt.spin_watch(int(sel[0]), out.ravel()[0])
-    else:
-        rt.spin_reset()
+    if sel.size:    # a poll (sim/spin.py): spinning only if the core's whole state repeats
+        a = int(sel[0])
+        rt.spin_watch(("load", a, sel.size, int(sel[-1])), out, "spin on loads", a)
     return out
 
 
@@ -273,8 +272,7 @@ def atomic_rmw(op, ptrs, val, mask, sem, base=None):
                              lambda: _read_by(ptrs, mask, _cpu.atomic_rmw(op, ptrs, val, mask, sem)))
     else:
         out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
-    rt.sched.wrote()
-    rt.spin_reset()
+    _atomic_done(rt, sel, out, spin.rmw_changed(op.name, out, val, mask))
     return out
 
 
@@ -288,9 +286,19 @@ def atomic_cas(ptrs, cmp, val, sem, base=None):
                              lambda: _read_by(ptrs, None, _cpu.atomic_cas(ptrs, cmp, val, sem)))
     else:
         out = _cpu.atomic_cas(ptrs, cmp, val, sem)
-    rt.sched.wrote()
-    rt.spin_reset()
+    _atomic_done(rt, ptrs.ravel(), out, spin.cas_changed(out, cmp, val))
     return out
+
+
+def _atomic_done(rt, sel, out, changed: bool) -> None:
+    """An atomic that changed memory is a write; one that did not (a failed atomic_cas, an
+    atomic_add of 0) only read: polled in a loop it is a spin like a load's (issue 14 item 5)."""
+    if changed:
+        rt.sched.wrote()
+        rt.spin_reset()
+    elif sel.size:
+        a = int(sel[0])
+        rt.spin_watch(("atomic", a, sel.size), np.asarray(out), "spin on atomic polls", a)
 
 
 def _read_by(ptrs, mask, out):

@@ -4,15 +4,28 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
+
 from triton_dist.errors import DeadlockError, TritonDistError
 
 from . import board as B
-from . import context
+from . import context, device
 from .memory import AddressSpace, Buffer
+from .spin import SpinWatch
 
 
-SPIN_REPEATS = 16
+# what the board calls a core spinning on each kind of poll (board.report words each)
 PLAIN_SPIN = "spin on plain loads"
+LOAD_SPIN = "spin on loads"
+ATOMIC_SPIN = "spin on atomic polls"
+
+
+def _first(v):
+    """A poll's value as one int for the board (the first lane of a block)."""
+    try:
+        return int(np.asarray(v).ravel()[0])
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return 0
 
 
 def _as_int(v):
@@ -27,15 +40,51 @@ class Aborted(BaseException):
 
 
 class CoreContext:
-    """One program instance = one AI core with its own data cache."""
-    __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin")
+    """One program instance, running on one physical core with its own data cache.
 
-    def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel):
+    `core` is the program's linear index (GetBlockIdx on the NPU; `ncores` the grid size),
+    `phys` the physical core it runs on (its status-board and schedule slot)."""
+    __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin",
+                 "phys")
+
+    def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel, phys=None):
         self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
         self.ncores = grid_dim[0] * grid_dim[1] * grid_dim[2]
         self.cache, self.kernel = cache, kernel
         self.pending = []        # non-blocking puts/gets not yet completed (quiet completes them)
-        self.spin = None         # [addr, value, repeats, Waiter]: a loop of plain scalar loads
+        self.spin = None         # sim.spin.SpinWatch: is this core polling without progress?
+        self.phys = core if phys is None else phys
+
+
+class Dispatch:
+    """The programs of one launch, handed in order to physical cores as they free up: the
+    NPU's runtime runs one block per core and delivers the rest "in a new round"
+    (sim/device.py).  Schedulers run `ncores` core tasks, each calling next() until None."""
+
+    def __init__(self, rt, kernel, grid, ncores, kind):
+        self.rt, self.kernel, self.grid = rt, kernel, grid
+        self.nprog = grid[0] * grid[1] * grid[2]
+        self.ncores = max(1, min(ncores, self.nprog))
+        self.kind = kind
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def pending(self) -> bool:
+        return self._next < self.nprog and not self.rt.abort.is_set()
+
+    def next(self, phys: int):
+        """The next program, now on core `phys`; None when all are dispatched (or one failed)."""
+        with self._lock:
+            if self._next >= self.nprog or self.rt.abort.is_set():
+                return None
+            i = self._next
+            self._next += 1
+        g = self.grid
+        x, rest = divmod(i, g[1] * g[2])
+        y, z = divmod(rest, g[2])
+        rt = self.rt
+        rt.board.dispatched(rt.rank, phys, i)
+        return CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
 
 
 class Waiter:
@@ -98,7 +147,8 @@ class SimRuntime:
     def wait_until(self, op, addr, awaited, read, done, target=None):
         """Spin: `v = read()` until `done(v)`; every round is a scheduling point."""
         c = context.core()
-        core_id = c.core if c is not None else -1
+        core_id = c.phys if c is not None else -1       # the board's slot
+        track = c.core if c is not None else -1          # the trace's track: the program
         w = Waiter(op, addr, awaited, context.kernel_line(3), target or self.space.describe(addr))
         self.sched.point(op, addr, int(awaited))
         v = read()
@@ -107,7 +157,7 @@ class SimRuntime:
         w.seen = v
         self.board.set(self.rank, core_id, B.WAITING, op, w.where, w.target, addr, int(awaited), int(v))
         if self.tracer:
-            self.tracer.begin(op, core_id, target=w.target, awaited=int(awaited), seen=int(v), where=w.where)
+            self.tracer.begin(op, track, target=w.target, awaited=int(awaited), seen=int(v), where=w.where)
         try:
             while True:
                 if self.abort.is_set():
@@ -128,46 +178,49 @@ class SimRuntime:
         finally:
             self.board.set_state(self.rank, core_id, B.RUNNING)
             if self.tracer:
-                self.tracer.end(op, core_id, seen=int(w.seen) if w.seen is not None else 0,
+                self.tracer.end(op, track, seen=int(w.seen) if w.seen is not None else 0,
                                 rounds=w.rounds)
 
-    # -- spinning on plain loads -------------------------------------------------------------
-    def spin_watch(self, addr, value):
-        """A core that loads the same scalar again and again, seeing the same value, is
-        spinning: each further load is a spin round (a scheduling point that yields, and a
-        state the deadlock watchdog can see).  Through a stale cache line it never ends."""
+    # -- polls that can make no progress (sim/spin.py says when) --------------------------------
+    def spin_watch(self, key, value, kind=PLAIN_SPIN, addr=0):
+        """A kernel polled memory (`key`: kind and addresses) and read `value`.  Once the
+        core comes back to this poll in exactly the same state (sim/spin.py), each further
+        visit is a spin round: a scheduling point that yields, and a waiting state the
+        deadlock watchdog can see.  A stale cache line or a flag nobody writes never ends it."""
         c = context.core()
         if c is None:
             return
-        st = c.spin
-        if st is None or st[0] != addr or st[1] != value:
-            if st is not None and st[3] is not None:
-                self.board.set_state(self.rank, c.core, B.RUNNING)
-            c.spin = [addr, value, 1, None]
+        sw = c.spin
+        if sw is None:
+            sw = c.spin = SpinWatch()
+        if not sw.observe(key, value):
+            if sw.waiter is not None:
+                sw.waiter = None
+                self.board.set_state(self.rank, c.phys, B.RUNNING)
             return
-        st[2] += 1
-        if st[2] < SPIN_REPEATS:
-            return
-        w = st[3]
+        shown = _first(value)
+        w = sw.waiter
         if w is None:
-            w = st[3] = Waiter(PLAIN_SPIN, addr, 0, context.kernel_line(4), self.space.describe(addr))
-            w.seen = value
-            self.board.set(self.rank, c.core, B.WAITING, PLAIN_SPIN, w.where, w.target, addr, 0, _as_int(value))
+            w = sw.waiter = Waiter(kind, addr, 0, context.kernel_line(4), self.space.describe(addr))
+            w.seen = shown
+            self.board.set(self.rank, c.phys, B.WAITING, kind, w.where, w.target, addr, 0, shown)
         if self.abort.is_set():
             raise Aborted()
         w.rounds += 1
         self.sched.spin(w)
         if time.monotonic() - w.started > self.timeout:
             raise DeadlockError(
-                f"rank {self.rank} core {c.core}: spun on plain loads of {w.target} at {w.where} for "
-                f"{self.timeout:.0f} s (the timeout)", self.board.report([self.rank]))
+                f"rank {self.rank} core {c.phys}: {kind} of {w.target} at {w.where} for "
+                f"{self.timeout:.0f} s (the timeout) without anything changing", self.board.report([self.rank]))
 
     def spin_reset(self):
+        """The core wrote (a store, an atomic that changed memory, a primitive): it made progress."""
         c = context.core()
         if c is not None and c.spin is not None:
-            if c.spin[3] is not None:
-                self.board.set_state(self.rank, c.core, B.RUNNING)
-            c.spin = None
+            if c.spin.waiter is not None:
+                c.spin.waiter = None
+                self.board.set_state(self.rank, c.phys, B.RUNNING)
+            c.spin.reset()
 
     def core_barrier(self, c: CoreContext):
         """Barrier of the local cores of one launch (the hardware's SyncAll)."""
@@ -205,15 +258,18 @@ class SimRuntime:
                 b = Buffer(start, start + st.nbytes(), f"tensor argument {name!r} of {kernel}")
                 self.space.add(b)
                 added.append(b)
-        cores = []
-        for x in range(grid[0]):
-            for y in range(grid[1]):
-                for z in range(grid[2]):
-                    cid = (x * grid[1] + y) * grid[2] + z
-                    cores.append(CoreContext(self.rank, cid, (x, y, z), grid, self.memory.new_cache(), kernel))
+        dev = device.current()
+        ncores, kind = dev.cores_for(device.uses_dot(fn, args))
+        if ncores > self.board.cores:
+            raise TritonDistError(
+                f"kernel {kernel}: the device profile ({dev.name}) has more cores than this launch was "
+                f"started with ({self.board.cores}); set TRITON_DIST_SIM_DEVICE / TRITON_DIST_SIM_CORES "
+                f"before triton_dist.launch, not inside a rank")
+        launch = Dispatch(self, kernel, grid, ncores, kind)
         self.abort.clear()
         self._core_bar_state[:] = [0, 0]
         self.board.clear_cores(self.rank)
+        self.board.kernel_begin(self.rank, launch.nprog, ncores, kind)
         self.board.set_state(self.rank, -1, B.IN_KERNEL)
 
         tr = self.tracer
@@ -223,7 +279,7 @@ class SimRuntime:
 
         def body(c):
             context.set_core(c)
-            self.board.set_state(self.rank, c.core, B.RUNNING)
+            self.board.set_state(self.rank, c.phys, B.RUNNING)
             if race is not None:
                 race.core_begin(c)
             if tr:
@@ -239,13 +295,13 @@ class SimRuntime:
                         tr.instant("cache flush at kernel end", c.core,
                                    dirty_lines=sum(1 for e in c.cache.values() if e[1]))
                     self.memory.kernel_end(c.cache)
-                self.board.set_state(self.rank, c.core, B.DONE)
+                self.board.set_state(self.rank, c.phys, B.DONE)
                 if tr:
                     tr.end(f"kernel {kernel}", c.core)
                 context.set_core(None)
 
         try:
-            errors = self.sched.run_kernel(self, cores, body)
+            errors = self.sched.run_kernel(self, launch, body)
             if race is not None:
                 race.kernel_end()
         finally:
@@ -254,7 +310,11 @@ class SimRuntime:
             self.board.set_state(self.rank, -1, B.RUNNING)
         real = [(c, e) for c, e in errors if not isinstance(e, Aborted)]
         if real:
-            c, e = min(real, key=lambda ce: ce[0].core)
+            c, e = real[0]          # the first error of the launch (schedulers list them in time order)
+            # triton's interpreter wraps what a @jit helper raises in InterpreterError(repr(e)):
+            # report the simulator's own error (a wait in a helper) as itself
+            while type(e).__name__ == "InterpreterError" and isinstance(e.__cause__, (TritonDistError, DeadlockError)):
+                e = e.__cause__
             if isinstance(e, (TritonDistError, DeadlockError)):
                 raise e
             where = f"in kernel {kernel}, program {c.grid_idx} of rank {self.rank}: {e}"

@@ -34,9 +34,12 @@ class BoardWatchdog:
         if self._last is not None and (snap == self._last).all():
             self._since = self._since or time.monotonic()
             if time.monotonic() - self._since > self.stall:
+                co = [f"rank {r}: {c}" for r in range(self.board.world_size)
+                      if outcomes[r] is None and (c := self.board.coresidency(r))]
                 raise DeadlockError(
                     f"no rank can make progress: every unfinished rank has been blocked for "
-                    f"{STALL_SECONDS:g} s with nothing changing", self.board.report())
+                    f"{STALL_SECONDS:g} s with nothing changing" + "".join("; " + c for c in co[:1]),
+                    self.board.report())
         else:
             self._since = None
         self._last = snap
@@ -49,12 +52,12 @@ def all_blocked(board, outcomes) -> bool:
     for r, o in enumerate(outcomes):
         if o is not None:
             continue
-        host = int(board.rec[r, B.HOST]["state"])
+        host = int(board.rec[r, board.host]["state"])
         if host == B.HOST_COLLECTIVE or host == B.DONE:
             continue
         if host != B.IN_KERNEL:
             return False
-        states = board.rec[r, :B.MAX_CORES]["state"]
+        states = board.rec[r, :board.cores]["state"]
         if (states == B.RUNNING).any():
             return False
     return True

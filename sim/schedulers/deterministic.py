@@ -34,7 +34,6 @@ import numpy as np
 from triton_dist import lifeline
 from triton_dist.errors import DeadlockError, TritonDistError
 
-MAX_CORES = 64               # cores per rank per launch under a deterministic schedule
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
 MASK64 = (1 << 64) - 1
@@ -63,9 +62,12 @@ class SharedSchedule:
     Plain arrays (not records) over one shared mapping: this is read and written at every
     scheduling point, and a numpy record field costs several times a plain element."""
 
-    def __init__(self, world_size: int, seed: int):
+    def __init__(self, world_size: int, seed: int, cores: int | None = None):
+        if cores is None:               # one task slot per physical core of the device profile
+            from .. import device
+            cores = device.current().max_cores
         self.world_size = world_size
-        self.per_rank = MAX_CORES + 1
+        self.per_rank = cores + 1
         n = self.n = world_size * self.per_rank
         layout = [("u", np.uint64, 8), ("i", np.int64, 4), ("state", np.int64, n), ("spinning", np.int64, n),
                   ("poll_epoch", np.uint64, n), ("prio", np.int64, n), ("live_cores", np.int64, n)]
@@ -168,6 +170,9 @@ class DeterministicScheduler:
 
     def _deadlock(self, why):
         report = self.board.report() if self.board is not None else ""
+        if self.board is not None:      # programs that cannot start while the running ones wait
+            co = [f"rank {r}: {c}" for r in range(self.sh.world_size) if (c := self.board.coresidency(r))]
+            why += "".join("; " + c for c in co[:1])
         raise DeadlockError(f"{why} (schedule={self.name}, seed={int(self.sh.u[SEED])})",
                             report + "\n" + self.sh.last_events())
 
@@ -255,32 +260,48 @@ class DeterministicScheduler:
     def digest(self) -> str:
         return self.sh.digest()
 
-    def run_kernel(self, rt, cores, body):
-        if len(cores) > MAX_CORES:
-            raise TritonDistError(f"a deterministic schedule runs at most {MAX_CORES} program instances "
-                                  f"per rank per launch, this grid has {len(cores)}; use schedule='free'")
+    def run_kernel(self, rt, launch, body):
+        """One task per physical core (sim/device.py); a core that finishes its program takes
+        the next undispatched one (a new task for the strategy), in order."""
+        if launch.ncores > self.sh.per_rank - 1:
+            raise TritonDistError(f"this launch runs {launch.ncores} cores per rank but the schedule was "
+                                  f"started with {self.sh.per_rank - 1}: set TRITON_DIST_SIM_DEVICE / "
+                                  f"TRITON_DIST_SIM_CORES before triton_dist.launch, not inside a rank")
         sh = self.sh
         host = self.host_slot
         errors = []
-        slots = [sh.slot_of(self.rank, c.core) for c in cores]
+        slots = [sh.slot_of(self.rank, p) for p in range(launch.ncores)]
         for s in slots:
             sh.state[s] = RUNNABLE
             sh.spinning[s] = 0
             self.on_new_task(s)
-        sh.live_cores[host] = len(cores)
+        sh.live_cores[host] = len(slots)
         sh.state[host] = BLOCKED
 
-        def run(c, s):
+        def fail(c, e, s):
+            errors.append((c, e))
+            rt.abort.set()
+            self._abort_local([x for x in slots if x != s], host)
+
+        def run(phys, s):
             self._local.slot = s
+            c = None
             try:
                 self._acquire(s)
-                body(c)
+                while True:
+                    c = launch.next(phys)
+                    if c is None:
+                        break
+                    body(c)
+                    if launch.pending():       # the core takes the next program: a new task
+                        sh.u[EPOCH] += 1       # (its end wrote its cache back)
+                        sh.spinning[s] = 0
+                        self.on_new_task(s)
+                        self._switch(s, self._next(s))
             except SystemExit:
                 return
             except BaseException as e:  # noqa: BLE001
-                errors.append((c, e))
-                rt.abort.set()
-                self._abort_local([x for x in slots if x != s], host)
+                fail(c, e, s)
                 return
             finally:
                 self._local.slot = None
@@ -294,12 +315,10 @@ class DeterministicScheduler:
             try:
                 self._switch(s, self._next(s), wait=False)
             except DeadlockError as e:
-                errors.append((c, e))
-                rt.abort.set()
-                self._abort_local([x for x in slots if x != s], host)
+                fail(c, e, s)
 
-        threads = [threading.Thread(target=run, args=(c, s), daemon=True, name=f"core{c.core}")
-                   for c, s in zip(cores, slots)]
+        threads = [threading.Thread(target=run, args=(p, s), daemon=True, name=f"core{p}")
+                   for p, s in enumerate(slots)]
         for t in threads:
             t.start()
         self._switch(host, self._next(host))

@@ -1,38 +1,64 @@
-"""The free schedule: every program instance is a thread, ranks are processes, all run
-at once.  Fast and truly parallel across ranks; not reproducible."""
+"""The free schedule: every physical core is a thread running the programs dispatched to
+it one after another, ranks are processes, all run at once.  Fast and truly parallel
+across ranks; not reproducible.
+
+The first error of a launch ends it at once (issue 14 item 9): the other cores are
+interrupted where they are (an asynchronous Aborted, raised at their next bytecode), so a
+core computing for minutes cannot hide another core's error behind "launch timed out"."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 import time
 
 from triton_dist import lifeline
 
+STOP_GRACE_SECONDS = 5.0     # how long the failing launch waits for interrupted cores to stop
+
 
 class FreeScheduler:
     name = "free"
 
-    def run_kernel(self, rt, cores, body):
+    def run_kernel(self, rt, launch, body):
+        from ..runtime import Aborted
         errors = []
         lock = threading.Lock()
+        threads = []
 
-        def run(c):
+        def core(phys):
+            c = None
             try:
-                body(c)
+                while True:
+                    c = launch.next(phys)
+                    if c is None:
+                        return
+                    body(c)
             except BaseException as e:  # noqa: BLE001 - reported to the launcher
                 with lock:
                     errors.append((c, e))
-                rt.abort.set()          # release every other core of this launch
+                    first = not rt.abort.is_set()
+                    rt.abort.set()          # no more dispatches; waiting cores stop
+                if first and not isinstance(e, Aborted):
+                    _interrupt([t for t in threads if t is not threading.current_thread()], Aborted)
 
-        if len(cores) == 1:           # nothing to run beside it: no thread needed
-            run(cores[0])
+        if launch.ncores == 1:        # nothing to run beside it: no thread needed
+            core(0)
             return errors
-        threads = [threading.Thread(target=run, args=(c,), name=f"core{c.core}", daemon=True) for c in cores]
+        threads[:] = [threading.Thread(target=core, args=(p,), name=f"core{p}", daemon=True)
+                      for p in range(launch.ncores)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
-        return errors
+            while t.is_alive():
+                t.join(0.05)
+                if rt.abort.is_set():
+                    break
+        if rt.abort.is_set():
+            deadline = time.monotonic() + STOP_GRACE_SECONDS
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+        return list(errors)
 
     def start(self):
         pass
@@ -62,3 +88,10 @@ class FreeScheduler:
 
     def digest(self):
         return ""
+
+
+def _interrupt(threads, exc) -> None:
+    """Raise `exc` in each live thread at its next bytecode (CPython's async exception)."""
+    for t in threads:
+        if t.is_alive() and t.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(exc))

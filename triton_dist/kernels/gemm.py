@@ -35,8 +35,8 @@ from triton_dist.language.extra import libshmem_device as shm
 
 from triton_dist.kernels import _common as C
 
-# program instances per launch (at most 64 per rank under the simulator's deterministic
-# schedules; an NPU has 20-24 AI cores)
+# program instances per launch (an NPU has 20-24 AI cores; producers and consumers wait for
+# each other, so a launch must fit the cores: the simulator models them, sim/device.py)
 AG_PRODUCERS = 2      # AG+GEMM: pushes are cheap DMA, few programs suffice
 AG_CONSUMERS = 8      # AG+GEMM: GEMM programs
 RS_PRODUCERS = 6      # GEMM+RS: GEMM programs
