@@ -79,7 +79,7 @@ SITED_FAMILIES = frozenset({
     "aclshmem_ptr", "aclshmem_p", "aclshmemx_signal_op", "aclshmem_wait", "aclshmem_signal_wait_until",
     "aclshmem_putmem", "aclshmem_getmem", "aclshmem_putmem_nbi", "aclshmem_getmem_nbi",
     "aclshmem_putmem_signal", "aclshmem_putmem_signal_nbi",
-    "aclshmem_barrier_all", "aclshmemx_barrier_all_vec", "aclshmem_barrier"})
+    "aclshmem_barrier_all", "aclshmemx_barrier_all_vec", "aclshmem_barrier", "aclshmemx_barrier_vec"})
 
 
 def takes_site(symbol: str) -> bool:
@@ -641,6 +641,12 @@ def _exports() -> dict[str, str]:
         add(sym, [("team", "i32")], "i32",
             [f"%v = call i32 @td_get32(i32 {slot})", f"%w = icmp eq i32 %team, {S.ACLSHMEM_TEAM_WORLD}",
              "%r = select i1 %w, i32 %v, i32 -1", "ret i32 %r"])
+    # world -> world is the identity for a PE in range; anything else is invalid: -1
+    add("aclshmem_team_translate_pe", [("src", "i32"), ("pe", "i32"), ("dst", "i32")], "i32",
+        [f"%n = call i32 @td_get32(i32 {STATE_N_PES})", f"%ws = icmp eq i32 %src, {S.ACLSHMEM_TEAM_WORLD}",
+         f"%wd = icmp eq i32 %dst, {S.ACLSHMEM_TEAM_WORLD}", "%lo = icmp sge i32 %pe, 0",
+         "%hi = icmp slt i32 %pe, %n", "%a = and i1 %ws, %wd", "%b = and i1 %lo, %hi", "%ok = and i1 %a, %b",
+         "%r = select i1 %ok, i32 %pe, i32 -1", "ret i32 %r"])
     # addresses
     ptr_body = ["%a = ptrtoint ptr addrspace(1) %p to i64", "%r = call i64 @td_translate(i64 %a, i32 %pe, i32 %site)",
                 "%q = inttoptr i64 %r to ptr addrspace(1)", "ret ptr addrspace(1) %q"]
@@ -695,7 +701,8 @@ def _exports() -> dict[str, str]:
         add(sym, [], "i32", ["call void @td_bar()", "call void @td_fence_sys()", "ret i32 0"])
     for sym in ("aclshmem_barrier_all", "aclshmemx_barrier_all_vec"):
         add(sym, [site], "i32", ["call void @td_barrier_all(i32 %site)", "ret i32 0"])
-    add("aclshmem_barrier", [("team", "i32"), site], "i32", ["call void @td_barrier_all(i32 %site)", "ret i32 0"])
+    for sym in ("aclshmem_barrier", "aclshmemx_barrier_vec"):     # only the world team exists here
+        add(sym, [("team", "i32"), site], "i32", ["call void @td_barrier_all(i32 %site)", "ret i32 0"])
     return out
 
 

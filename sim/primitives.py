@@ -13,10 +13,8 @@ import numpy as np
 from triton_dist import symbols as S
 from triton_dist.backend import Ptr  # noqa: F401 - the pointer type of every primitive, re-exported
 from triton_dist.errors import TritonDistError
-# the device library's barrier counter and flag at the start of every heap
-from triton_dist.symm_heap import SYNC_COUNTER_OFFSET, SYNC_POOL_OFFSET
 
-from . import context, memory
+from . import context, memory, teams
 
 PRIMITIVES: dict = {}
 
@@ -117,22 +115,20 @@ def n_pes(rt):
     return rt.world_size
 
 
-def _check_team(rt, team, what):
-    if team != S.ACLSHMEM_TEAM_WORLD:
-        raise TritonDistError(f"{context.kernel_line(4)}: {what}: only ACLSHMEM_TEAM_WORLD (0) exists "
-                              f"in the simulator, got team {team}")
-
-
+# teams (sim/teams.py): -1 for an invalid or unknown team, as the device library answers
 @primitive("aclshmem_team_my_pe")
 def team_my_pe(rt, team):
-    _check_team(rt, team, "team_my_pe")
-    return rt.rank
+    return teams.my_pe(rt, team)
 
 
 @primitive("aclshmem_team_n_pes")
 def team_n_pes(rt, team):
-    _check_team(rt, team, "team_n_pes")
-    return rt.world_size
+    return teams.n_pes(rt, team)
+
+
+@primitive("aclshmem_team_translate_pe")
+def team_translate_pe(rt, src_team, pe, dest_team):
+    return teams.translate_pe(rt, src_team, pe, dest_team)
 
 
 @primitive("aclshmem_ptr")
@@ -333,25 +329,37 @@ def fence(rt):
 
 # ---- barrier -----------------------------------------------------------------------------------
 
-def _barrier(rt, what):
-    """The centralized pull barrier of the device library (SEMANTICS §3)."""
+def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
+    """The centralized pull barrier of the device library (SEMANTICS §3), over the members of
+    `team`, with that team's counter and flags (sim/teams.py)."""
     c = _core_or_error(what)
+    t = teams.get(rt, team)
+    if t is None:
+        if int(team) == teams.INVALID:
+            return                      # ACLSHMEM_TEAM_INVALID: the library returns at once
+        raise TritonDistError(f"{context.kernel_line(4)}: {what}: team {team} does not exist on rank {rt.rank} "
+                              f"(make it with team_split_strided on the host; non-members get -1)")
+    me = t.index_of(rt.rank)
+    if me == teams.INVALID:
+        raise TritonDistError(f"{context.kernel_line(4)}: {what}: rank {rt.rank} is not a member of team {team}")
+    counter_off, flag_off = teams.sync_offsets(team)
     complete_pending(c)
     if rt.race is not None:
         rt.race.quiet()
     heaps = rt.heaps
     my_base = heaps.bases[rt.rank]
-    counter = my_base + SYNC_COUNTER_OFFSET
+    counter = my_base + counter_off
     # 1. count = load(sync_counter) + 1
     _dcci(rt, counter)
     count = _load(rt, counter, np.int32) + 1
     # 2. barrier of the local cores
     rt.core_barrier(c)
     # 3. vector cores share the PEs
-    k = min(8, rt.world_size, c.ncores)
+    k = min(8, t.size, c.ncores)
     if c.core < k:
-        for pe in range(c.core, rt.world_size, k):
-            flag = heaps.bases[pe] + SYNC_POOL_OFFSET
+        for i in range(c.core, t.size, k):
+            pe = t.pe(i)
+            flag = heaps.bases[pe] + flag_off
             if pe == rt.rank:
                 _set_remote(rt, flag, count, np.int32)
             else:
@@ -373,13 +381,13 @@ def barrier_all(rt):
 
 
 def _traced_barrier(inner):
-    def run(rt, what):
+    def run(rt, what, *team):
         if not rt.tracer:
-            return inner(rt, what)
+            return inner(rt, what, *team)
         core = context.core().core if context.core() is not None else -1
         rt.tracer.begin(what, core)
         try:
-            return inner(rt, what)
+            return inner(rt, what, *team)
         finally:
             rt.tracer.end(what, core)
     return run
@@ -395,5 +403,10 @@ def barrier_all_vec(rt):
 
 @primitive("aclshmem_barrier")
 def barrier(rt, team):
-    _check_team(rt, team, "barrier")
-    _barrier(rt, "barrier")
+    _barrier(rt, "barrier", team)
+
+
+@primitive("aclshmemx_barrier_vec")
+def barrier_vec(rt, team):
+    # vector cores only; the simulator's instances are the vector cores (sim/compat/cann.py)
+    _barrier(rt, "barrier_vec", team)

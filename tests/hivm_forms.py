@@ -44,6 +44,7 @@ def f_ids(out, x, y, DOT: tl.constexpr):
     _dot(x, y, DOT)
     v = dl.rank() + dl.num_ranks() + shm.my_pe() + shm.n_pes()
     v += shm.team_my_pe(shm.ACLSHMEM_TEAM_WORLD) + shm.team_n_pes(shm.ACLSHMEM_TEAM_WORLD)
+    v += shm.team_translate_pe(shm.ACLSHMEM_TEAM_WORLD, 0, shm.ACLSHMEM_TEAM_WORLD)
     tl.store(out, v)
 
 
@@ -112,6 +113,7 @@ def f_sync(sig, sig64, peer, x, y, DOT: tl.constexpr):
     shm.barrier_all()
     shm.barrier_all_vec()
     shm.barrier(shm.ACLSHMEM_TEAM_WORLD)
+    shm.barrier_vec(shm.ACLSHMEM_TEAM_WORLD)
     tl.store(sig + 16, v)
 
 

@@ -57,6 +57,7 @@ CUBE_AND_VECTOR = "CUBE_AND_VECTOR"
 # Prefix table, consulted before the "does the module hold a dot" rule.
 CORE_TYPE_PREFIXES = (
     ("aclshmemx_barrier_all_vec", VECTOR),
+    ("aclshmemx_barrier_vec", VECTOR),
     ("aclshmem_barrier_all", CUBE_AND_VECTOR),
     ("aclshmem_putmem_signal_nbi", VECTOR),
     ("aclshmem_putmem_signal", VECTOR),
@@ -114,6 +115,7 @@ SHMEM_OPS = {s.op: s for s in (
     _spec("n_pes", "aclshmem_n_pes", NONE),
     _spec("team_my_pe", "aclshmem_team_my_pe", NONE),
     _spec("team_n_pes", "aclshmem_team_n_pes", NONE),
+    _spec("team_translate_pe", "aclshmem_team_translate_pe", NONE),
     # Typed like symm_at: the wrapper library defines only _mlir_ciface_aclshmem_ptr_<type>.
     _spec("remote_ptr", "aclshmem_ptr_{type}", READ_WRITE),
     _spec("int_p", "aclshmem_int32_p", READ_WRITE, "aclshmem_p"),
@@ -129,6 +131,7 @@ SHMEM_OPS = {s.op: s for s in (
     _spec("barrier_all", "aclshmem_barrier_all", READ_WRITE),
     _spec("barrier_all_vec", "aclshmemx_barrier_all_vec", READ_WRITE),
     _spec("barrier", "aclshmem_barrier", READ_WRITE),
+    _spec("barrier_vec", "aclshmemx_barrier_vec", READ_WRITE),
     _spec("quiet", "aclshmem_quiet", READ_WRITE),
     _spec("fence", "aclshmem_fence", READ_WRITE),
 )}

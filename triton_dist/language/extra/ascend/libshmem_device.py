@@ -22,6 +22,7 @@ ACLSHMEM_CMP_GE = tl.constexpr(S.ACLSHMEM_CMP_GE)
 ACLSHMEM_CMP_LT = tl.constexpr(S.ACLSHMEM_CMP_LT)
 ACLSHMEM_CMP_LE = tl.constexpr(S.ACLSHMEM_CMP_LE)
 ACLSHMEM_TEAM_WORLD = tl.constexpr(S.ACLSHMEM_TEAM_WORLD)
+ACLSHMEM_TEAM_INVALID = tl.constexpr(-1)
 SIGNAL_SLOT_STRIDE_INT32 = tl.constexpr(S.signal_slot_stride(4))
 SIGNAL_SLOT_STRIDE_INT64 = tl.constexpr(S.signal_slot_stride(8))
 
@@ -77,6 +78,15 @@ def team_my_pe(team, _semantic=None):
 @dist_builtin
 def team_n_pes(team, _semantic=None):
     return _call("team_n_pes", [_cast(team, _I32, _semantic)], [_I32], _I32, _semantic, pure=True)
+
+
+@dist_builtin
+def team_translate_pe(src_team, src_pe, dest_team, _semantic=None):
+    """The index in dest_team of member src_pe of src_team; -1 if a team is invalid or the PE is
+    not in it (teams come from the host's team_split_strided)."""
+    return _call("team_translate_pe", [_cast(src_team, _I32, _semantic), _cast(src_pe, _I32, _semantic),
+                                       _cast(dest_team, _I32, _semantic)], [_I32, _I32, _I32], _I32, _semantic,
+                 pure=True)
 
 
 def _ptr_arg(p, what):
@@ -204,6 +214,12 @@ def barrier_all_vec(_semantic=None):
 @dist_builtin
 def barrier(team, _semantic=None):
     return _call("barrier", [_cast(team, _I32, _semantic)], [_I32], (), _semantic)
+
+
+@dist_builtin
+def barrier_vec(team, _semantic=None):
+    """barrier(team) among the vector cores only (aclshmemx_barrier_vec)."""
+    return _call("barrier_vec", [_cast(team, _I32, _semantic)], [_I32], (), _semantic)
 
 
 @dist_builtin
