@@ -46,6 +46,12 @@ class SimBackend(Backend):
     def select(cls) -> None:
         # Kernels defined from now on must be interpreted by the simulator.
         interp.install()
+        # upstream Ascend kernels import triton-ascend's builtins (sub_vec_id, ...): provide
+        # them where no triton-ascend does (sim/compat/cann.py)
+        from .compat import cann, npu
+        cann.install()
+        if npu.wanted():        # TRITON_DIST_SHMEM_COMPAT=1: upstream host code, e.g. under pytest
+            npu.install()
 
     @classmethod
     def launch(cls, fn, args, kwargs, *, world_size, timeout, **options):

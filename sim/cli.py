@@ -27,8 +27,12 @@ class ScriptFailed(Exception):
     """The script exited with a non-zero status."""
 
 
-def run_script(path: str, argv: list):
-    """Body of one rank: the script as __main__."""
+def run_script(path: str, argv: list, shmem_compat: bool = False):
+    """Body of one rank: the script as __main__ (with upstream's host packages mapped onto the
+    simulator first, if asked: sim/compat/npu.py)."""
+    if shmem_compat:
+        from .compat import npu
+        npu.install()
     sys.argv = [path] + list(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
@@ -44,6 +48,9 @@ def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True)
     p.add_argument("--memory-model", choices=["ascend", "ascend-scalar-cache", "coherent"], default="ascend")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a run is declared stuck")
     p.add_argument("--race-check", action="store_true", help="report unordered conflicting accesses")
+    p.add_argument("--shmem-compat", action="store_true",
+                   help="run upstream Ascend host code as written: `import shmem` is the simulator's heap, "
+                        "hccl is gloo, npu is the CPU (sim/compat/npu.py)")
     p.add_argument("script", help="the Python script every rank runs")
     if remainder:      # run: everything after the script is the script's, as with torchrun
         p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
@@ -83,6 +90,8 @@ def replay_line(args, schedule, seed) -> str:
         parts += ["--timeout", repr(args.timeout)]
     if getattr(args, "race_check", False):
         parts.append("--race-check")
+    if getattr(args, "shmem_compat", False):
+        parts.append("--shmem-compat")
     if args.args:
         parts += ["--"] + [q(a) for a in args.args]
     return " ".join(parts)
@@ -94,6 +103,12 @@ def _check(args):
         raise CliError(f"no such file: {args.script}")
     if not 1 <= args.nproc <= 64:
         raise CliError(f"-n must be between 1 and 64, got {args.nproc}")
+    if getattr(args, "shmem_compat", False):
+        from .compat import npu
+        for name in ("shmem", "torch_npu"):
+            if npu._real(name):
+                raise CliError(f"--shmem-compat: a real {name!r} is installed here and would be shadowed; run the "
+                               f"script on the NPU, or simulate it from an environment without {name}")
 
 
 def _launch(args, seed=None, trace=None, events=None):
@@ -109,7 +124,8 @@ def _launch(args, seed=None, trace=None, events=None):
     if events is not None:
         SESSION["events"] = events
     try:
-        return triton_dist.launch(run_script, args.script, args.args, world_size=args.nproc,
+        return triton_dist.launch(run_script, args.script, args.args, bool(getattr(args, "shmem_compat", False)),
+                                  world_size=args.nproc,
                                   schedule=args.schedule, seed=seed, memory_model=args.memory_model,
                                   timeout=args.timeout, trace=trace,
                                   race_check=bool(getattr(args, "race_check", False)))
