@@ -192,8 +192,9 @@ def test_endless_loop_ends_in_a_timeout_report(body, schedule):
         triton_dist.launch(body, world_size=2, schedule=schedule, seed=1, timeout=3)
     assert time.monotonic() - t < 30
     assert "rank" in str(ei.value)            # the report names the ranks still running
-    assert not descendants(os.getpid())
-    assert set(os.listdir("/dev/shm")) <= before
+    left = descendants(os.getpid())
+    assert not left, f"processes left after the launch: {[(p, _stat(p)) for p in left]}"
+    assert set(os.listdir("/dev/shm")) <= before, set(os.listdir("/dev/shm")) - before
 
 
 # ---- a kept exception holds nothing --------------------------------------------------------------
