@@ -10,6 +10,7 @@ from triton_dist.errors import DeadlockError, TritonDistError
 
 from . import board as B
 from . import context, device
+from .compat import cann
 from .memory import AddressSpace, Buffer
 from .spin import SpinWatch
 
@@ -45,7 +46,7 @@ class CoreContext:
     `core` is the program's linear index (GetBlockIdx on the NPU; `ncores` the grid size),
     `phys` the physical core it runs on (its status-board and schedule slot)."""
     __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin",
-                 "phys")
+                 "phys", "sub_vec")
 
     def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel, phys=None):
         self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
@@ -54,6 +55,7 @@ class CoreContext:
         self.pending = []        # non-blocking puts/gets not yet completed (quiet completes them)
         self.spin = None         # sim.spin.SpinWatch: is this core polling without progress?
         self.phys = core if phys is None else phys
+        self.sub_vec = 0         # sub_vec_id(): which vector sub-core of its block (sim/compat/cann.py)
 
 
 class Dispatch:
@@ -61,9 +63,12 @@ class Dispatch:
     NPU's runtime runs one block per core and delivers the rest "in a new round"
     (sim/device.py).  Schedulers run `ncores` core tasks, each calling next() until None."""
 
-    def __init__(self, rt, kernel, grid, ncores, kind):
+    def __init__(self, rt, kernel, grid, ncores, kind, sub_blocks=1):
         self.rt, self.kernel, self.grid = rt, kernel, grid
-        self.nprog = grid[0] * grid[1] * grid[2]
+        # a mix kernel calling sub_vec_id runs each block as `sub_blocks` (2) vector instances,
+        # consecutive, with the block's program id (sim/compat/cann.py)
+        self.sub_blocks = sub_blocks
+        self.nprog = grid[0] * grid[1] * grid[2] * sub_blocks
         self.ncores = max(1, min(ncores, self.nprog))
         self.kind = kind
         self._next = 0
@@ -80,11 +85,15 @@ class Dispatch:
             i = self._next
             self._next += 1
         g = self.grid
-        x, rest = divmod(i, g[1] * g[2])
+        block, sub = divmod(i, self.sub_blocks)
+        x, rest = divmod(block, g[1] * g[2])
         y, z = divmod(rest, g[2])
         rt = self.rt
         rt.board.dispatched(rt.rank, phys, i)
-        return CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
+        c = CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
+        if self.sub_blocks > 1:
+            c.ncores, c.sub_vec = self.nprog, sub
+        return c
 
 
 class Waiter:
@@ -259,13 +268,17 @@ class SimRuntime:
                 self.space.add(b)
                 added.append(b)
         dev = device.current()
-        ncores, kind = dev.cores_for(device.uses_dot(fn, args))
+        mix = device.uses_dot(fn, args)
+        ncores, kind = dev.cores_for(mix)
+        sub_blocks = 2 if mix and cann.calls_sub_vec_id(fn) else 1
+        if sub_blocks > 1:          # both vector cores of each AI core run the kernel
+            ncores, kind = min(ncores * sub_blocks, dev.vector), "vector (2 per AI core)"
         if ncores > self.board.cores:
             raise TritonDistError(
                 f"kernel {kernel}: the device profile ({dev.name}) has more cores than this launch was "
                 f"started with ({self.board.cores}); set TRITON_DIST_SIM_DEVICE / TRITON_DIST_SIM_CORES "
                 f"before triton_dist.launch, not inside a rank")
-        launch = Dispatch(self, kernel, grid, ncores, kind)
+        launch = Dispatch(self, kernel, grid, ncores, kind, sub_blocks)
         self.abort.clear()
         self._core_bar_state[:] = [0, 0]
         self.board.clear_cores(self.rank)

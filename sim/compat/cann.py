@@ -109,6 +109,40 @@ def sub_vec_num(_semantic=None):
     return tl.constexpr(2)
 
 
+_CALLS: dict = {}
+
+
+def calls_sub_vec_id(fn) -> bool:
+    """Whether a kernel, or a @jit helper it calls, names sub_vec_id: then the compiler does not
+    split vector work between a block's two vector cores, and both run all of it."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    if code not in _CALLS:
+        _CALLS[code] = _names(fn, "sub_vec_id", set())
+    return _CALLS[code]
+
+
+def _names(fn, name, seen) -> bool:
+    code = getattr(fn, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    g = getattr(fn, "__globals__", {})
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if name in c.co_names:
+            return True
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        for n in c.co_names:          # helpers: @jit functions among the globals (and modules') it names
+            for cand in (g.get(n), *(getattr(m, n, None) for m in g.values() if isinstance(m, types.ModuleType))):
+                inner = getattr(cand, "fn", None)
+                if inner is not None and callable(inner) and _names(inner, name, seen):
+                    return True
+    return False
+
+
 # --- synchronisation -----------------------------------------------------------------------------
 
 _SYNC_MODES = ("all_cube", "all_vector", "all", "all_sub_vector")
