@@ -111,9 +111,10 @@ def test_pure_dot_is_bound_by_flops(tmp_path):
     res = triton_dist.launch(_dot, 64, world_size=1, predict=prof)
     assert res.values == [True]
     flops = 2 * 64 * 64 * 64
-    # operand loads feed the dot: from L2 (1e15 B/s, ~0) after 0.5 us latency each, one after
-    # the other on the load pipe; the dot: flops at FLOPS / 2 cube cores (16 us); the store: 16 KiB
-    want = LAUNCH + 2 * (0.5 * US + 64 * 64 * 4 / 1e15) + flops / (FLOPS / 2) + 64 * 64 * 4 / BW
+    # operand loads feed the dot: from L2 (1e15 B/s, ~0), the first after 0.5 us latency, the
+    # second streaming right behind it (latency hidden); the dot: flops at FLOPS / 2 cube cores
+    # (16 us); the store: 16 KiB
+    want = LAUNCH + 0.5 * US + 2 * (64 * 64 * 4 / 1e15) + flops / (FLOPS / 2) + 64 * 64 * 4 / BW
     lp = res.prediction.launches[0]
     assert lp.us * US == pytest.approx(want, rel=1e-9)
     assert lp.busiest_pipe == "cube"          # 16 us of dot against 1 + 4 us of loads and store

@@ -6,7 +6,8 @@ the profile's cores (AI/cube cores for a kernel with tl.dot, vector cores otherw
 programs beyond the core count wait for a core to free up.  A program runs its ops in
 order on four pipes that overlap: `mte` (local loads/stores), `cube` (tl.dot), `link`
 (loads/stores of a peer's memory) and `dma` (putmem/getmem):
-- a load costs latency + bytes / rate; a store is posted (no latency) but waits for the
+- a load costs latency + bytes / rate, the latency hidden when it streams right behind the
+  previous access of its pipe; a store is posted (no latency) but waits for the
   data it stores (the loads and dots before it); a load that feeds a tl.dot (the next
   non-load op is a dot) reads from L2 and may run up to `pipeline_stages - 1` dots ahead;
 - the rate of a transfer is the smallest of the core's own rate and, for each shared
@@ -19,7 +20,8 @@ order on four pipes that overlap: `mte` (local loads/stores), `cube` (tl.dot), `
 - quiet/fence waits for every pipe; a core barrier departs when every program arrived.
 Ops are processed in order of start time across all ranks, so "in flight" is known.
 `scale` multiplies costs by op class, to predict a larger problem from a smaller recorded
-one: {"dot": FLOPs, "feed": loads feeding a dot, "mem": other loads/stores, "rma": puts/gets}.
+one: {"dot": FLOPs, "feed": loads feeding a dot, "mem": other loads/stores, "rma": puts/gets,
+"steps": how many k-steps each recorded (operand loads, dot) stands for (they pipeline)}.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class _Res:
 
 class _Prog:
     __slots__ = ("rank", "idx", "ops", "feed", "i", "issue", "pipes", "last_load", "dot_ends", "busy", "wait",
-                 "start", "end", "phys", "spans", "causes", "t_req", "blocked_by")
+                 "start", "end", "phys", "spans", "causes", "used", "last_sync", "feed_start")
 
     def __init__(self, rank, idx, ops):
         self.rank, self.idx, self.ops = rank, idx, ops
@@ -58,7 +60,9 @@ class _Prog:
         self.phys = -1
         self.spans = []           # (kind, start, end) per op, for the trace
         self.causes = {}          # op index -> (rank, prog, op index) of the release that ended a wait
-        self.blocked_by = None
+        self.used = set()         # pipes that have run an access (a later one may stream behind it)
+        self.last_sync = 0.0      # end of the last wait: the next load pays its latency
+        self.feed_start = None    # start of the current run of loads feeding a dot
 
 
 def _feed_flags(ops):
@@ -80,7 +84,7 @@ class LaunchTimeline:
     def __init__(self, records, index, prof, scale=None):
         self.prof = prof
         self.index = index
-        self.scale = {"dot": 1.0, "feed": 1.0, "mem": 1.0, "rma": 1.0, **(scale or {})}
+        self.scale = {"dot": 1.0, "feed": 1.0, "mem": 1.0, "rma": 1.0, "steps": 1.0, **(scale or {})}
         self.kernel = None
         self.progs = {}           # rank -> [_Prog] in program order
         self.rel_site = {}        # rid -> (rank, prog idx, op idx)
@@ -193,6 +197,10 @@ class LaunchTimeline:
                 keys = (("link", owner, r) if k == "L" else ("link", r, owner), ("hbm", owner))
                 cap, lat = prof.link_core_store_bw, prof.link_lat
             if k == "L":
+                # a load right behind the previous access of its pipe streams: its latency is
+                # hidden (GPUs and MTEs keep several in flight); after a gap it is paid
+                if pipe in p.used and pipes[pipe] >= max(p.issue, p.last_sync):
+                    lat = 0.0
                 start = max(pipes[pipe], p.issue)
                 if feed and len(p.dot_ends) >= prof.stages - 1 > 0:
                     start = max(start, p.dot_ends[-(prof.stages - 1)])
@@ -205,13 +213,23 @@ class LaunchTimeline:
                 return start
             end = self._xfer(start, nbytes, keys, cap, lat)
             pipes[pipe] = end
+            p.used.add(pipe)
             if k == "L":
                 p.last_load = max(p.last_load, end)
+                if feed and p.feed_start is None:
+                    p.feed_start = start
         elif k == "D":
-            start = max(pipes["cube"], p.issue, p.last_load)
+            # a recorded dot may stand for `steps` k-steps (scale): the first step's operands are
+            # in after 1/steps of its loads, and the last step's dot follows the last loads
+            steps = sc["steps"]
+            fs = p.last_load if p.feed_start is None else p.feed_start
+            first = fs + (p.last_load - fs) / steps
+            start = max(pipes["cube"], p.issue, first)
             if start > t + 1e-12:
                 return start
-            end = start + op[1] * sc["dot"] / prof.dot_rate(op[2], prof.cube_cores)
+            dur = op[1] * sc["dot"] / prof.dot_rate(op[2], prof.cube_cores)
+            end = max(start + dur, p.last_load + dur / steps)
+            p.feed_start = None
             pipe = "cube"
             pipes["cube"] = end
             p.dot_ends.append(end)
@@ -266,6 +284,7 @@ class LaunchTimeline:
                 if cause is not None:
                     p.causes[p.i] = cause
             p.issue = end
+            p.last_sync = end + 1e-15
             for name in PIPES:
                 pipes[name] = max(pipes[name], end)
         else:
