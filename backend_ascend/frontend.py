@@ -95,8 +95,11 @@ class _ConvertingGlobals(dict):
 
 
 def _holds_interpreted(module, Interpreted):
+    import warnings
     try:
-        return any(isinstance(v, Interpreted) for v in vars(module).values())
+        with warnings.catch_warnings():          # deprecated module attributes warn when looked at
+            warnings.simplefilter("ignore")
+            return any(isinstance(v, Interpreted) for v in vars(module).values())
     except TypeError:
         return False
 

@@ -70,6 +70,7 @@ def install_hook(path):
     seen = set()
 
     def run(self, *args, grid, warmup, **kwargs):
+        line = None
         try:
             fn = self.fn
             bound = inspect.signature(fn).bind(*args, **kwargs)
@@ -90,7 +91,15 @@ def install_hook(path):
                     f.write(line + "\n")
         except Exception:  # noqa: BLE001 - recording must never change what the kernel does
             pass
-        return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+        try:
+            return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+        except Exception as e:
+            # a launch the language refuses (TritonDistError): the lowering must refuse it alike
+            if line is not None and type(e).__name__ == "TritonDistError":
+                raised = dict(json.loads(line), raised=str(e))
+                with open(path, "a") as f:
+                    f.write(json.dumps(raised, sort_keys=True) + "\n")
+            raise
 
     run._recording = True
     interpreter.InterpretedFunction.run = run
@@ -138,6 +147,20 @@ def _run_examples(path):
                 pass
 
 
+def merge(table, e):
+    """Add launch record `e` to {key: [entries]}; a launch that raised marks its entry."""
+    entries = table.setdefault(f"{e['file']}::{e['kernel']}", [])
+    entry = {"signature": e["signature"], "constexprs": e["constexprs"]}
+    for old in entries:
+        if old["signature"] == entry["signature"] and old["constexprs"] == entry["constexprs"]:
+            if "raised" in e:
+                old["raised"] = e["raised"]
+            return
+    if "raised" in e:
+        entry["raised"] = e["raised"]
+    entries.append(entry)
+
+
 def _in_repo(key):
     """Kernels of files in this repository, defined at module level (importable by name)."""
     file, kernel = key.split("::", 1)
@@ -166,10 +189,7 @@ def main(argv=None):
             e = json.loads(line)
             if not _in_repo(f"{e['file']}::{e['kernel']}"):
                 continue
-            recorded.setdefault(f"{e['file']}::{e['kernel']}", [])
-            entry = {"signature": e["signature"], "constexprs": e["constexprs"]}
-            if entry not in recorded[f"{e['file']}::{e['kernel']}"]:
-                recorded[f"{e['file']}::{e['kernel']}"].append(entry)
+            merge(recorded, e)
     data = {
         "about": old.get("about", "Signatures of every kernel launch of the test suite and the examples on the "
                                   "simulator (scripts/record_kernel_signatures.py); 'manual' holds kernels that "

@@ -532,6 +532,7 @@ def allgather_kernel(buf, out, sig, N: tl.constexpr):
     for peer in range(n):
         remote = dl.symm_at(out, peer)
         tl.store(remote + me * N + offs, data)
+        shm.fence()                           # the block store (a DMA) before the signal
         dl.notify(sig + me * 16, peer, signal=1, sig_op="set")
     tok = dl.wait(sig, n, "gpu", "acquire", waitValue=1)
     src = dl.consume_token(out, tok)
@@ -562,7 +563,8 @@ def test_whole_kernel_lowering_changes_only_the_distributed_ops():
                                                      r"tensor\.empty)", line), line
     names = {op["attrs"]["symbol"] for op in customs("\n".join(after))}
     assert names == {"aclshmem_my_pe", "aclshmem_n_pes", "aclshmem_ptr_float", "aclshmemx_signal_op",
-                     "aclshmem_wait_int32", "aclshmem_consume_token_float_ptr_1d", "aclshmem_barrier_all"}
+                     "aclshmem_wait_int32", "aclshmem_consume_token_float_ptr_1d", "aclshmem_barrier_all",
+                     "aclshmem_fence"}
 
 
 def _allgather(N):
@@ -697,3 +699,24 @@ def test_cli_errors_are_short(tmp_path, capsys, argv, msg):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert msg in err and "Traceback" not in err
+
+
+# --- kernels the simulator runs lower too ----------------------------------------------------------
+@triton.jit
+def k_stdlib_and_small_dot(sig, x, y, N: tl.constexpr, K: tl.constexpr):
+    """tl.sum (triton.language's own @jit, interpreted while the simulator is active) and a
+    dot with K < 16, which triton-ascend allows (its min_dot_size is (1, 1, 1))."""
+    tok = dl.wait(sig, 1, "gpu", "acquire")
+    rows = tl.arange(0, N)[:, None]
+    a = tl.load(dl.consume_token(x, tok) + rows * K + tl.arange(0, K)[None, :])
+    b = tl.load(x + tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :])
+    c = tl.dot(a, b)
+    tl.store(y + rows * N + tl.arange(0, N)[None, :], c)
+    tl.store(y, tl.sum(tl.sum(c, axis=1), axis=0))
+
+
+def test_kernels_with_triton_stdlib_helpers_and_small_dots_lower():
+    text = lower(k_stdlib_and_small_dot, {"sig": "*i32", "x": "*fp32", "y": "*fp32"}, {"N": 16, "K": 8})
+    no_carriers_left(text)
+    assert re.search(r"= tt\.dot ", text) and "tt.reduce" in text
+    assert only(text, "aclshmem_wait_int32")["attrs"]["hivm.tcore_type"] == MIX

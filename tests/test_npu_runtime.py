@@ -365,6 +365,7 @@ def ring_kernel(buf, out, sig, N: tl.constexpr):
     right = (me + 1) % n
     offs = tl.arange(0, N)
     tl.store(dl.symm_at(out, right) + offs, tl.load(buf + offs))
+    shm.fence()                                     # the block store (a DMA) before the signal
     dl.notify(sig, right, signal=1, sig_op="set")
     tok = dl.wait(sig, 1, "gpu", "acquire", waitValue=1)
     src = dl.consume_token(out, tok)
