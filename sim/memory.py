@@ -5,7 +5,8 @@ interpreter's memory ops to this module), so there is one place that
 - refuses an address outside every known buffer, naming the kernel line (never a segfault);
 - names an address as "symmetric tensor + offset" in reports;
 - puts scalar accesses through the core's data cache (sim/cache.py) and lets block
-  accesses (DMA) bypass it, as on the NPU.
+  accesses (DMA) bypass it, as on the NPU;
+- under the ascend models queues a kernel's stores as DMAs in flight (sim/dma.py).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from triton._C.libtriton import interpreter as _cpu
 
 from triton_dist.errors import TritonDistError
 
-from . import context, spin
+from . import context, dma, spin
 
 _RELAXED = _cpu.MEM_SEMANTIC.RELAXED
 _ACQ_REL = _cpu.MEM_SEMANTIC.ACQUIRE_RELEASE
@@ -217,6 +218,7 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
         check_base(base, ptrs.ravel()[:1], itemsize, f"scalar load of {np.dtype(np_dtype).name}")
         rt.space.check(addr, addr + itemsize, f"scalar load of {np.dtype(np_dtype).name}")
         rt.sched.point("scalar load", addr)
+        dma.depend(addr, addr + itemsize)
         if rt.race is not None:
             rt.race.scalar_load(addr, itemsize)
         out = rt.memory.scalar_load(addr, np_dtype)
@@ -226,6 +228,8 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     check_base(base, sel, itemsize, f"load of {np.dtype(np_dtype).name}")
     rt.space.check_many(sel, itemsize, f"load of {np.dtype(np_dtype).name}")
     rt.sched.point("load" if not scalar else "scalar load", int(sel[0]) if sel.size else 0)
+    if sel.size:
+        dma.depend(int(sel.min()), int(sel.max()) + itemsize)
     if rt.race is not None:
         rt.race.block_load(sel, itemsize)
     out = _cpu.load(ptrs, mask, other, np_dtype)
@@ -245,19 +249,34 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
         check_base(base, ptrs.ravel()[:1], itemsize, f"scalar store of {value.dtype.name}")
         rt.space.check(addr, addr + itemsize, f"scalar store of {value.dtype.name}")
         rt.sched.point("scalar store", addr, _int(value.ravel()[0]))
+        dma.depend(addr, addr + itemsize)
         if rt.race is not None:
             rt.race.scalar_store(addr, itemsize)
-        rt.memory.scalar_store(addr, value.ravel()[0])
+        v = value.ravel()[0].copy()
+        if rt.memory.cached_kernel_stores or context.core() is None:
+            rt.memory.scalar_store(addr, v)          # ascend-scalar-cache: through the data cache
+        else:   # triton-ascend: a 1-element tensor store = an MTE3 DMA, in flight (sim/dma.py)
+            dma.issue(context.core(), addr, addr + itemsize, lambda: rt.memory.scalar_store(addr, v))
         rt.spin_reset()
         return
     sel = _masked(ptrs, mask)
     check_base(base, sel, itemsize, f"store of {value.dtype.name}")
     rt.space.check_many(sel, itemsize, f"store of {value.dtype.name}")
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]) if sel.size else 0)
+    if sel.size:
+        dma.depend(int(sel.min()), int(sel.max()) + itemsize)
     if rt.race is not None:
         rt.race.block_store(sel, itemsize)
-    _cpu.store(ptrs, value, mask)
-    rt.sched.wrote()
+    if sel.size and dma.enabled(rt):     # an MTE3 DMA: in flight until it completes (sim/dma.py)
+        p, v, m = np.array(ptrs), np.array(value), np.array(mask)
+
+        def perform():
+            _cpu.store(p, v, m)
+            rt.sched.wrote()
+        dma.issue(context.core(), int(sel.min()), int(sel.max()) + itemsize, perform)
+    else:
+        _cpu.store(ptrs, value, mask)
+        rt.sched.wrote()
     rt.spin_reset()
 
 
@@ -267,6 +286,8 @@ def atomic_rmw(op, ptrs, val, mask, sem, base=None):
     check_base(base, sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
     rt.space.check_many(sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
     rt.sched.point("atomic", int(sel[0]) if sel.size else 0)
+    if sel.size:
+        dma.depend(int(sel.min()), int(sel.max()) + val.dtype.itemsize)
     if rt.race is not None:
         out = rt.race.atomic(sel, val.dtype.itemsize, sem != _RELAXED,
                              lambda: _read_by(ptrs, mask, _cpu.atomic_rmw(op, ptrs, val, mask, sem)))
@@ -281,6 +302,7 @@ def atomic_cas(ptrs, cmp, val, sem, base=None):
     check_base(base, ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
     rt.space.check_many(ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
     rt.sched.point("atomic_cas", int(ptrs.ravel()[0]))
+    dma.depend(int(ptrs.min()), int(ptrs.max()) + val.dtype.itemsize)
     if rt.race is not None:
         out = rt.race.atomic(ptrs.ravel(), val.dtype.itemsize, sem != _RELAXED,
                              lambda: _read_by(ptrs, None, _cpu.atomic_cas(ptrs, cmp, val, sem)))

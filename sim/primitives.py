@@ -14,7 +14,7 @@ from triton_dist import symbols as S
 from triton_dist.backend import Ptr  # noqa: F401 - the pointer type of every primitive, re-exported
 from triton_dist.errors import TritonDistError
 
-from . import context, memory, teams
+from . import context, dma, memory, teams
 
 PRIMITIVES: dict = {}
 
@@ -51,11 +51,13 @@ def _core_or_error(what):
 
 def _load(rt, addr, np_dtype):
     rt.sched.point("scalar load", addr)
+    dma.depend(addr, addr + np.dtype(np_dtype).itemsize)     # the core's own store to it lands first
     return rt.memory.scalar_load(addr, np_dtype).item()
 
 
 def _store(rt, addr, value, np_dtype):
     rt.sched.point("scalar store", addr, int(value))
+    dma.depend(addr, addr + np.dtype(np_dtype).itemsize)
     rt.memory.library_store(addr, np.asarray(value, dtype=np_dtype))   # through the cache; callers dcci
 
 
@@ -82,6 +84,7 @@ def _set_remote(rt, addr, value, np_dtype):
 def _add_remote(rt, addr, value, np_dtype):
     """Signal ADD: atomic add by a UB->GM copy in atomic-add mode; bypasses the cache."""
     rt.sched.point("signal add", addr, value)
+    dma.depend(addr, addr + np.dtype(np_dtype).itemsize)
     if rt.race is not None:
         rt.race.signal(addr, np.dtype(np_dtype).itemsize, True, value)
     memory.atomic_add(addr, value, np_dtype)
@@ -237,6 +240,8 @@ def _rma(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool):
 
 def _dma(rt, dst, src, nbytes):
     rt.sched.point("dma copy", dst, nbytes)
+    dma.depend(src, src + nbytes)       # the core's own stores to either buffer land first
+    dma.depend(dst, dst + nbytes)
     memory.copy(dst, src, nbytes)
     rt.sched.wrote()
 
@@ -280,11 +285,12 @@ def _signal_after(rt, sig: Ptr, signal, sig_op, pe):
 
 @primitive("aclshmem_putmem_signal")
 def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
-    _core_or_error("putmem_signal")
+    c = _core_or_error("putmem_signal")
     d, s = _rma(rt, "putmem_signal", dest, src, nbytes, pe, True)
     if rt.race is not None:
         rt.race.rma(d, s, nbytes, put=True, nbi=False, signal_addr=rt.translate(sig.addr, pe, "putmem_signal"))
     _dma(rt, d, s, nbytes)
+    complete_pending(c)     # its quiet (SH shmem_device_so.hpp L54-70): everything issued before lands too
     signal_op(rt, sig, signal, sig_op, pe)    # ordered after the data
 
 

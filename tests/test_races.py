@@ -5,7 +5,8 @@ twin), read as a whole to check the detector on both sides.
 
 Outside oracle: each case is a small SHMEM program on 2 PEs in the style of RMARaceBench,
 labelled by hand "race" or "no race" from the memory model the detector implements
-(docs/races.md): puts complete at quiet/fence/barrier_all or through putmem_signal; a
+(docs/races.md): puts, and under the ascend models a kernel's stores (DMAs, issue 18), complete
+at quiet/fence/barrier_all or through putmem_signal; a
 load after dl.wait is ordered only through dl.consume_token; signal ops and atomics
 never race each other.  Racy cases come with their correct twins.
 """
@@ -148,7 +149,20 @@ def remote_load_through_consumed_pointer(data, src, dst, sig, N: tl.constexpr): 
     offs = tl.arange(0, N)
     if dl.rank() == 0:
         tl.store(data + offs, tl.load(src + offs))      # rank 0 fills its own data ...
+        shm.fence()                                     # ... the store (a DMA) lands ...
         dl.notify(sig, 1, signal=1, sig_op="set")       # ... and tells rank 1
+    else:
+        tok = dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        remote = dl.symm_at(dl.consume_token(data, tok), 0)
+        tl.store(dst + offs, tl.load(remote + offs))
+
+
+@triton.jit
+def block_store_notify_without_fence(data, src, dst, sig, N: tl.constexpr):  # race (issue 18)
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        tl.store(data + offs, tl.load(src + offs))      # a DMA, still in flight ...
+        dl.notify(sig, 1, signal=1, sig_op="set")       # ... when the signal is set
     else:
         tok = dl.wait(sig, 1, "sys", "acquire", waitValue=1)
         remote = dl.symm_at(dl.consume_token(data, tok), 0)
@@ -160,6 +174,7 @@ def remote_load_without_consume_token(data, src, dst, sig, N: tl.constexpr):  # 
     offs = tl.arange(0, N)
     if dl.rank() == 0:
         tl.store(data + offs, tl.load(src + offs))
+        shm.fence()
         dl.notify(sig, 1, signal=1, sig_op="set")
     else:
         dl.wait(sig, 1, "sys", "acquire", waitValue=1)
@@ -380,6 +395,8 @@ CASES = {
     "wait_then_fence_orders_loads": (_one(wait_then_quiet_orders_loads, 1), False, {}),
     "remote_load_through_consumed_pointer": (_one(remote_load_through_consumed_pointer, 1), False, {}),
     "remote_load_without_consume_token": (_one(remote_load_without_consume_token, 1), True, {}),
+    "block_store_notify_without_fence": (_one(block_store_notify_without_fence, 1), True, {}),
+    "block_store_notify_coherent": (_one(block_store_notify_without_fence, 1), False, {"memory_model": "coherent"}),
     "two_puts_one_target": (_one(two_puts_one_target, 1), True, {}),
     "two_puts_ordered_by_signal": (_one(two_puts_ordered_by_signal, 1), False, {}),
     "put_and_local_store": (_one(put_and_local_store, 1), True, {}),

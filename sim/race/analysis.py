@@ -15,7 +15,7 @@ import numpy as np
 
 from triton_dist.errors import TritonDistError
 
-from .events import OP_LOAD, READ
+from .events import OP_LOAD, OP_STORE, READ, SYNC_ADD, SYNC_WRITE
 from .reporting import Race, _access, _describe, _missing
 
 _WRITES = np.array([False, True, True, False, True, True])
@@ -42,12 +42,14 @@ class _Logs:
 
 
 class _State:
-    __slots__ = ("rank", "core", "ev", "pos", "own", "stream", "vc", "lvc", "ctr", "tokens", "cons",
-                 "fver", "lver", "cver")
+    __slots__ = ("rank", "core", "ev", "pos", "own", "stream", "dstream", "dctr", "vc", "lvc", "ctr", "tokens",
+                 "cons", "fver", "lver", "cver", "last_line")
 
-    def __init__(self, rank, core, ev, own, stream, n):
+    def __init__(self, rank, core, ev, own, stream, n, dstream=-1):
         self.rank, self.core, self.ev, self.pos = rank, core, ev, 0
         self.own, self.stream = own, stream
+        self.dstream, self.dctr = dstream, 0     # the core's DMA stores in flight (sim/dma.py)
+        self.last_line = -1                      # line of the signal op just logged (names a release)
         self.vc = np.zeros(n, dtype=np.int64)
         self.vc[own] = 1
         self.lvc = self.vc.copy()
@@ -78,6 +80,7 @@ def _analyze(logs: _Logs) -> list:
             comp[(d["rank"], core, False)] = len(comp)
             if core >= 0:
                 comp[(d["rank"], core, True)] = len(comp)
+                comp[(d["rank"], core, "dma")] = len(comp)
     n = len(comp)
     groups = defaultdict(list)
     states = []
@@ -87,9 +90,10 @@ def _analyze(logs: _Logs) -> list:
                 if e[0] == "r" and e[2] is not None:
                     groups[e[2]].append(e[1])
             st = _State(d["rank"], core, ev, comp[(d["rank"], core, False)],
-                        comp.get((d["rank"], core, True), -1), n)
+                        comp.get((d["rank"], core, True), -1), n, comp.get((d["rank"], core, "dma"), -1))
             states.append(st)
     rel = {}
+    logs.releases = defaultdict(list)    # own component -> [(its epoch at a release, signal line or -1)]
     clocks = []            # clock versions (rows)
     recs = []              # (tid, epoch, ver, fullver, kind, op, line, runs, t, rank, core, stream, issue_epoch, own)
 
@@ -145,6 +149,15 @@ def _analyze(logs: _Logs) -> list:
             ver = load_ver(st, cons) if kind == READ and op == OP_LOAD else full_ver(st)
             recs.append((st.own, int(st.vc[st.own]), ver, full_ver(st), kind, op, int(rank_lines[line]), runs, t,
                          st.rank, st.core, False, 0, st.own))
+            st.last_line = int(rank_lines[line]) if kind in (SYNC_WRITE, SYNC_ADD) else -1
+            return
+        if k == "d":
+            # a store in flight: done by the core's DMA-store stream, issued at the core's epoch now
+            _, kind, op, line, runs, t, cons = e[1]
+            st.dctr += 1
+            fv = full_ver(st)
+            recs.append((st.dstream, st.dctr, fv, fv, kind, op, int(rank_lines[line]), runs, t,
+                         st.rank, st.core, True, int(st.vc[st.own]), st.own))
         elif k == "p":
             st.ctr += 1
             fv = full_ver(st)
@@ -162,6 +175,8 @@ def _analyze(logs: _Logs) -> list:
                 if d in rel:
                     np.maximum(snap, rel[d], out=snap)
             rel[rid] = snap
+            logs.releases[st.own].append((int(st.vc[st.own]), st.last_line))
+            st.last_line = -1
             tick(st)
         elif k == "q":
             _, rids, grps, tok = e
@@ -182,6 +197,8 @@ def _analyze(logs: _Logs) -> list:
         elif k == "Q":
             if st.stream >= 0:
                 st.vc[st.stream] = max(st.vc[st.stream], st.ctr)
+            if st.dstream >= 0:
+                st.vc[st.dstream] = max(st.vc[st.dstream], st.dctr)
             st.lvc = st.vc.copy()
             changed(st)
         elif k == "c":
@@ -274,6 +291,8 @@ def _conflicts(logs, recs, C, comp) -> list:
         if recs[y][8] < recs[x][8]:
             x, y = y, x
         rx, ry = recs[x], recs[y]
+        if rx[11] and rx[5] == OP_STORE and rx[9] == ry[9] and rx[10] == ry[10]:
+            continue    # a core's later access to the bytes of its own DMA store: the compiler syncs them
         key = tuple(sorted(((rx[6], rx[5]), (ry[6], ry[5]))))
         cur = by_lines.get(key)
         if cur is None:

@@ -8,6 +8,10 @@ A task's log (RaceRecorder, record.py) is a list of tuples, in program order:
                                             [lo, hi) byte ranges; cons the heap offset of the
                                             consume_token'd tensor a load went through, or -1
   ("p", [access, ...])                      a put/get issued: the accesses its DMA queue does
+  ("d", access)                             a store issued as a DMA (ascend models, sim/dma.py):
+                                            done by the core's DMA-store stream, complete at
+                                            the next ("Q",); later accesses of the same core to
+                                            its bytes are ordered after it (the compiler's sync)
   ("r", rid, group, carry, chain)           a release: its id, the group it belongs to (a
                                             barrier, the end of a kernel, a collective) or
                                             None, the put number whose data it carries, and

@@ -65,6 +65,10 @@ class RaceRecorder:
         self._heap_hi = max(e for _, e, _ in self.heaps)
         self.allocs = []        # [offset, nbytes, label, t_alloc, t_free]
         self._wrap_allocator(hs.allocator)
+        # under the ascend models a kernel's stores are DMAs in flight (sim/dma.py): logged
+        # as the core's DMA stream ("d"), complete at quiet/fence/barrier/putmem_signal/end
+        self._dma_block = bool(rt.memory.caches)
+        self._dma_scalar = self._dma_block and not getattr(rt.memory, "cached_kernel_stores", False)
         ACTIVE = self
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -127,16 +131,16 @@ class RaceRecorder:
         self.scalar(READ, OP_LOAD, addr, size)
 
     def scalar_store(self, addr: int, size: int) -> None:
-        self.scalar(WRITE, OP_STORE, addr, size)
+        self.scalar(WRITE, OP_STORE, addr, size, self._dma_scalar)
 
     def block_load(self, addrs, size: int) -> None:
         self.block(READ, OP_LOAD, addrs, size)
 
     def block_store(self, addrs, size: int) -> None:
-        self.block(WRITE, OP_STORE, addrs, size)
+        self.block(WRITE, OP_STORE, addrs, size, self._dma_block)
 
-    def scalar(self, kind: int, op: int, addr: int, size: int) -> None:
-        """A scalar load/store of `size` bytes at addr."""
+    def scalar(self, kind: int, op: int, addr: int, size: int, dma: bool = False) -> None:
+        """A scalar load/store of `size` bytes at addr (dma: a store in flight, sim/dma.py)."""
         if not self._in_heaps(addr, addr + size):
             return
         t = self._task()
@@ -148,15 +152,16 @@ class RaceRecorder:
         if key in t.seen:
             return
         t.seen.add(key)
-        t.ev.append(("a", kind, op, line, np.array([[addr, addr + size]], dtype=np.int64),
-                     time.monotonic_ns(), cons))
+        rec = ("a", kind, op, line, np.array([[addr, addr + size]], dtype=np.int64), time.monotonic_ns(), cons)
+        t.ev.append(("d", rec) if dma else rec)
 
-    def block(self, kind: int, op: int, addrs: np.ndarray, size: int) -> None:
-        """A block (DMA) access of the elements at addrs (already masked)."""
+    def block(self, kind: int, op: int, addrs: np.ndarray, size: int, dma: bool = False) -> None:
+        """A block (DMA) access of the elements at addrs (already masked); dma: a store
+        in flight until the core's next quiet/fence/barrier/putmem_signal/end (sim/dma.py)."""
         if addrs.size == 0:
             return
         if addrs.size == 1:
-            return self.scalar(kind, op, int(addrs.ravel()[0]), size)
+            return self.scalar(kind, op, int(addrs.ravel()[0]), size, dma)
         lo, hi = int(addrs.min()), int(addrs.max()) + size
         if not self._in_heaps(lo, hi):
             return
@@ -170,7 +175,8 @@ class RaceRecorder:
         if key in t.seen:
             return
         t.seen.add(key)
-        t.ev.append(("a", kind, op, line, runs, time.monotonic_ns(), cons))
+        rec = ("a", kind, op, line, runs, time.monotonic_ns(), cons)
+        t.ev.append(("d", rec) if dma else rec)
 
     def _consumed(self, t: _Task, addr: int) -> int:
         """The symmetric tensor (heap offset) holding addr, if a consume_token'd pointer of this
@@ -269,6 +275,8 @@ class RaceRecorder:
         if nbytes <= 0:
             return
         t = self._task()
+        if signal_addr is not None:
+            self._sync(t, ("Q",))   # putmem_signal's quiet: everything issued before lands before its signal
         line = self._line()
         now = time.monotonic_ns()
         if put:

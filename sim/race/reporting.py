@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .events import NOUNS, OP_LOAD, OPS, READ, SYNC_ADD, SYNC_READ, SYNC_WRITE, WRITE
+from .events import NOUNS, OP_LOAD, OP_STORE, OPS, READ, SYNC_ADD, SYNC_READ, SYNC_WRITE, WRITE
 
 if TYPE_CHECKING:
     from .analysis import _Logs
@@ -82,12 +82,20 @@ def _missing(logs, x, y, C, comp) -> str:
     ax, ay = _access(logs, x), _access(logs, y)
     kx, ky = x[4], y[4]
     # (tid, epoch, ver, fullver, kind, op, line, runs, t, rank, core, stream, issue_epoch, own)
+    dma_x = x[11] and x[5] == OP_STORE          # a store in flight (sim/dma.py)
+    dma_y = y[11] and y[5] == OP_STORE
+    if dma_x and x[12] <= C[y[3], x[13]]:
+        sig = _signal_after(logs, x, y, C)
+        at = f"the signal at {sig}" if sig else "the signal (or release) that orders it"
+        return (f"{ax.who}'s store at {ax.where} is a DMA that had not completed when {at} was set: "
+                f"put libshmem_device.fence() (or quiet()) between them (only fence/quiet, a barrier, "
+                f"putmem_signal and the end of the kernel complete a store)")
     if ky == READ and y[5] == OP_LOAD and x[1] <= C[y[3], x[0]]:
         return (f"{ay.who} loads it after a dl.wait that orders the write, but the load's pointer did "
                 f"not go through dl.consume_token(ptr, token) of that wait, so the load may be "
                 f"issued before the wait completes")
-    if x[11]:
-        if ay.rank == ax.rank and ay.core == ax.core and not y[11]:
+    if x[11] and not dma_x:
+        if ay.rank == ax.rank and ay.core == ax.core and (not y[11] or dma_y):
             return (f"{ay.who} {'reads' if ky == READ else 'writes'} it while its own {NOUNS[x[5]]} may "
                     f"still be in flight: call quiet (or fence) in between")
         if x[12] <= C[y[3], x[13]]:
@@ -104,9 +112,19 @@ def _missing(logs, x, y, C, comp) -> str:
         return (f"{ax.who}'s plain {NOUNS[x[5]]} of the signal is not ordered with {ay.who}'s "
                 f"{NOUNS[y[5]]} on it: observe a signal with dl.wait or signal_wait_until, and reset "
                 f"it only after something orders the reset with every signal op on it")
-    if ax.rank == ay.rank and not y[11]:
+    if ax.rank == ay.rank and (not y[11] or dma_y):
         return (f"cores {min(ax.core, ay.core)} and {max(ax.core, ay.core)} of rank {ax.rank} do not "
                 f"synchronise between these "
                 f"accesses (no barrier_all or signal from one to the other)")
     return (f"{ay.who} did not wait on a signal set after that {NOUNS[x[5]]} "
             f"(nor meet {ax.who} at a barrier in between)")
+
+
+def _signal_after(logs, x, y, C) -> str:
+    """The kernel line of the first signal the storing core set after the DMA store x was
+    issued that y is ordered after (analysis.py keeps each core's releases), or ''."""
+    own, issue, seen = x[13], x[12], C[y[3], x[13]]
+    for epoch, line in getattr(logs, "releases", {}).get(own, ()):
+        if issue <= epoch <= seen and line >= 0:
+            return logs.lines[line]
+    return ""

@@ -34,6 +34,8 @@ import numpy as np
 from triton_dist import lifeline
 from triton_dist.errors import DeadlockError, TritonDistError
 
+from .. import dma
+
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
 MASK64 = (1 << 64) - 1
@@ -244,12 +246,23 @@ class DeterministicScheduler:
         if me == self.host_slot:
             sh.u[EPOCH] += 1          # host code may have written anything
         self._record(me, op, addr, value)
+        if me != self.host_slot:
+            dma.at_point(self)        # the core's DMA stores in flight may land now (self.coin)
         self._switch(me, self._next(me))
+
+    def coin(self) -> bool:
+        """A seeded yes, one time in four (does a DMA store land at this point? sim/dma.py),
+        drawn from the shared generator and folded into the digest: a seed replays it exactly."""
+        u = self.sh.u
+        bit = int((self.rand() & 3) == 0)
+        u[DIGEST] = ((int(u[DIGEST]) ^ (0x10000 | bit)) * 0x100000001B3) & MASK64
+        return bool(bit)
 
     def wrote(self):
         self.sh.u[EPOCH] += 1
 
     def spin(self, waiter):
+        dma.drain()                   # a waiting core's pipes drain (sim/dma.py)
         me = self._my_slot()
         sh = self.sh
         sh.spinning[me] = 1

@@ -14,6 +14,8 @@ import time
 
 from triton_dist import lifeline
 
+from .. import dma
+
 STOP_GRACE_SECONDS = 5.0     # how long the failing launch waits for interrupted cores to stop
 
 
@@ -67,12 +69,13 @@ class FreeScheduler:
         pass
 
     def point(self, op="access", addr=0, value=0):
-        pass
+        dma.at_point(self)      # a DMA store lands FREE_DELAY points of its core after its issue
 
     def wrote(self):
         pass
 
     def spin(self, waiter):
+        dma.drain()             # a waiting core's pipes drain (sim/dma.py)
         # Back off so spinning threads leave the GIL to the ones that can make progress.
         n = waiter.rounds
         if n % 4096 == 0:
