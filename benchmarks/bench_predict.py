@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import triton_dist                  # noqa: E402,F401 - first: kernels defined below run on the simulator
 import triton                       # noqa: E402
 import triton.language as tl        # noqa: E402
 
