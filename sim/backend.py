@@ -65,14 +65,14 @@ class SimBackend(Backend):
 
     # -- device side: one entry point, keyed by aclshmem symbol family --------------------------
     def device_call(self, family, *args):
+        if family not in _READ_ONLY:        # a primitive that writes is progress (sim/spin.py)
+            context.runtime().spin_reset()
         return primitives.call(family, *args)
 
     def kernel_line(self, depth: int = 2) -> str:
         return context.kernel_line(depth + 1)
 
     # -- host side ---------------------------------------------------------------------------------
-        if family not in _READ_ONLY:        # a primitive that writes is progress (sim/spin.py)
-            context.runtime().spin_reset()
     def device(self):
         import torch
         return torch.device("cpu")
@@ -230,12 +230,6 @@ class SimBackend(Backend):
         self._collective("barrier", dist.barrier)
 
 
-def _caller():
-    import sys
-    f = sys._getframe(1)
-    here = os.path.dirname(os.path.abspath(__file__))
-    pkg = os.path.join(os.path.dirname(here), "triton_dist")
-    while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename.startswith(pkg)):
 def _read_only_families():
     from triton_dist import symbols as S
     return frozenset(s.family for s in (*S.DL_OPS.values(), *S.SHMEM_OPS.values())
@@ -245,5 +239,11 @@ def _read_only_families():
 _READ_ONLY = _read_only_families()
 
 
+def _caller():
+    import sys
+    f = sys._getframe(1)
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.join(os.path.dirname(here), "triton_dist")
+    while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename.startswith(pkg)):
         f = f.f_back
     return "<unknown>" if f is None else f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
