@@ -48,7 +48,8 @@ def missing() -> list:
 
     Beyond the packages, the capabilities of its triton-ascend that distributed kernels
     need (npu_compile.triton_ascend_problems: the `_semantic` frontend, hivm.hir.custom
-    support, a driver that takes shmem-heap pointers), each naming what to install."""
+    support, a driver that takes shmem-heap pointers) and the aclshmem wrapper bitcode
+    (npu_compile.bitcode_for_kernels), each naming what to install."""
     from .npu_compile import triton_ascend_problems
     need = []
     if not is_ascend():
@@ -58,6 +59,12 @@ def missing() -> list:
         if importlib.util.find_spec(module) is None:
             need.append(what)
     need.extend(triton_ascend_problems())
+    if not need:               # all there: then also the aclshmem wrappers kernels link
+        from .npu_compile import bitcode_for_kernels
+        try:
+            bitcode_for_kernels()
+        except TritonDistError as e:
+            need.append(str(e))
     return need
 
 
