@@ -1,7 +1,10 @@
 """Scenario of upstream test_wait_notify: ranks != 0 store rank*100 + pid into rank 0's
 symmetric int64 data with a scalar store, then notify rank 0's int64 signal (set, 1) -- with
 no fence in between, as upstream writes it (evidence D: not ordered by the code read); rank 0
-waits for world-1 signals, consumes the token and copies the data out."""
+waits for world-1 signals, consumes the token and copies the data out.
+`--fence` adds libshmem_device.fence() between the store and the notify (the fixed twin)."""
+import sys
+
 import torch
 import torch.distributed as dist
 import triton
@@ -10,15 +13,18 @@ from triton.language.extra.cann.extension import sub_vec_id
 
 import shmem as ash
 import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device
 
 import common
 
 
 @triton.jit
-def producer(data_ptr, signal_ptr, rank, world_size):
+def producer(data_ptr, signal_ptr, rank, world_size, FENCE: tl.constexpr):
     pid = tl.program_id(0)
     if sub_vec_id() == 0:
         tl.store(dl.symm_at(data_ptr, 0) + pid, rank * 100 + pid)
+        if FENCE:
+            libshmem_device.fence()
         dl.notify(signal_ptr, 0, signal=1, sig_op="set", comm_scope="intra_node")
 
 
@@ -38,7 +44,7 @@ def main():
     out = torch.zeros([32], dtype=torch.int64).npu()
     dist.barrier()
     if rank != 0:
-        producer[(1, 1, 1)](data, signal, rank, world)
+        producer[(1, 1, 1)](data, signal, rank, world, "--fence" in sys.argv[1:])
     else:
         consumer[(1, 1, 1)](data, signal, out, rank, world)
         want = torch.zeros([32], dtype=torch.int64)
