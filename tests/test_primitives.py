@@ -75,6 +75,8 @@ def notify_wait_kernel(data, sig, out, N: tl.constexpr, STRIDE: tl.constexpr):
     offs = tl.arange(0, N)
     for p in range(0, n):
         tl.store(dl.symm_at(data, p) + me * N + offs, tl.full((N,), 0, tl.float32) + me + 1)
+        # the store is a DMA that a signal may overtake (docs/device_model.md): fence before notify
+        shm.fence()
         dl.notify(sig + me * STRIDE, p, signal=7, sig_op="set")
     # Consumer side: n slots, 64 bytes apart, all must become 7.
     tok = dl.wait(sig, n, "gpu", "acquire", waitValue=7)
