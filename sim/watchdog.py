@@ -1,7 +1,8 @@
 """The free schedule's deadlock watchdog, run by the launcher over the shared status board.
 
 When every unfinished rank is blocked (its host code in a collective, or all its running
-cores waiting) and the board has not changed for STALL_SECONDS, no rank can make progress:
+cores waiting), at least one of them in a kernel, and the board has not changed for
+STALL_SECONDS, no rank can make progress:
 the launch ends with DeadlockError and the board's report.  Deterministic schedules find
 deadlocks themselves (sim/schedulers/deterministic.py); this covers the free one.
 """
@@ -49,6 +50,13 @@ class BoardWatchdog:
 
 
 def all_blocked(board, outcomes) -> bool:
+    """Every unfinished rank blocked, and at least one of them in a kernel whose cores all wait.
+
+    Ranks that are all inside host collectives are never a verdict here: gloo either
+    completes them or fails them at its timeout (the launch timeout), and a slow collective
+    on a loaded machine must not be called a deadlock.  A false alarm is worse than a late
+    report."""
+    kernel_waiting = False
     for r, o in enumerate(outcomes):
         if o is not None:
             continue
@@ -60,4 +68,5 @@ def all_blocked(board, outcomes) -> bool:
         states = board.rec[r, :board.cores]["state"]
         if (states == B.RUNNING).any():
             return False
-    return True
+        kernel_waiting = True
+    return kernel_waiting

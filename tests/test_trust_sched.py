@@ -232,3 +232,30 @@ def test_first_error_ends_the_launch(schedule, seed):
     with pytest.raises(triton_dist.RankError) as ei:
         triton_dist.launch(_fails_while_busy, world_size=2, schedule=schedule, seed=seed, timeout=30)
     assert "test_trust_sched.py:" in ei.value.message, ei.value.message
+
+
+class _SlowToPickle:
+    """Pickling it takes a second: inside all_gather_object, while every peer already waits."""
+
+    def __reduce__(self):
+        import time
+        time.sleep(1.0)
+        return (int, (7,))
+
+
+def _slow_host_collective():
+    import torch.distributed as dist
+    out = [None] * triton_dist.world_size()
+    dist.all_gather_object(out, _SlowToPickle() if triton_dist.rank() == 0 else 7)
+    return out
+
+
+@pytest.mark.parametrize("schedule", ["free", "pct"])
+def test_ranks_all_in_a_slow_host_collective_are_no_deadlock(schedule, monkeypatch):
+    # Every rank sits in one gloo collective with the status board unchanged for longer than
+    # the watchdog's window: gloo completes it (or fails it at its timeout), so it is no
+    # deadlock.  Before: "no rank can make progress" on a correct program (seen under load).
+    from sim import watchdog
+    monkeypatch.setattr(watchdog, "STALL_SECONDS", 0.05)
+    res = triton_dist.launch(_slow_host_collective, world_size=3, schedule=schedule, seed=1, timeout=120)
+    assert res.values == [[7, 7, 7]] * 3
