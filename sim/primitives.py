@@ -307,7 +307,11 @@ def putmem_signal_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: in
 
 
 def complete_pending(c):
-    """Complete this core's non-blocking transfers, in issue order."""
+    """Complete this core's non-blocking transfers and stores in flight (sim/dma.py), in
+    issue order.  Waiting for stores in flight is a scheduling point: other cores run while
+    the pipes drain (at a fence, a barrier, the end of the core's program)."""
+    if any(isinstance(e, dma.DmaStore) for e in c.pending):
+        context.runtime().sched.point("dma drain")
     while c.pending:
         c.pending.pop(0)()
 
