@@ -31,6 +31,9 @@ Memory-model choices (each is what the hardware and the compiler guarantee, no m
   complete only after quiet/fence/barrier_all or at the end of the kernel; putmem_signal
   orders its own data before its own signal.  A blocking put has read its source when it
   returns, a blocking get has written its destination.
+- under the ascend models a kernel's stores are DMAs too (sim/dma.py): done by the core's
+  DMA-store stream, complete at quiet/fence/barrier/putmem_signal/the end of the core;
+  later accesses of the same core to their bytes are ordered after them.
 - dl.wait has only a read effect: a later load is ordered after it only through
   dl.consume_token(ptr, token) (loads of the symmetric tensor the pointer lies in), or
   after a library call with write effects (notify, put/get, quiet, barrier, ...).
