@@ -293,6 +293,7 @@ def producer_consumer_kernel(data, sig, out, N: tl.constexpr):
         tl.store(out + offs, tl.load(d + offs))
     else:
         tl.store(data + offs, offs.to(tl.float32) * 2)
+        shm.fence()         # the store is a DMA a signal may overtake (docs/device_model.md)
         dl.notify(sig, dl.rank(), signal=1, sig_op="set")
 
 
