@@ -19,12 +19,14 @@ R, C = 4, 8
 
 
 def jit_tensor_methods():
-    """Every tl.tensor method that Triton defines as a @jit helper (not a builtin); once the
-    simulator is installed they are interpreted, as under TRITON_INTERPRET=1."""
-    helper = (JITFunction, InterpretedFunction)
+    """Every tl.tensor method that Triton defines as a @jit helper (not a builtin): the
+    attributes of tl.tensor named after a @jit helper of triton.language.  By name, because
+    what the class attribute holds depends on when it is looked at (the helper itself, the
+    simulator's interpreted method, or the wrapper Triton's interpreter puts there during a
+    launch).  Type stubs in the class body (`tensor.sort`: no member function behind it,
+    in Triton either) are not methods."""
     return sorted(n for n, v in vars(tl.tensor).items()
-                  if isinstance(v, helper) or isinstance(getattr(v, "__wrapped__", None), helper)
-                  or getattr(getattr(v, "__wrapped__", None), "__name__", None) in _HELPER_NAMES)
+                  if n in _HELPER_NAMES and getattr(v, "__qualname__", "") != f"tensor.{n}")
 
 
 # the names of triton.language's @jit helpers, from its modules (before or after the simulator
