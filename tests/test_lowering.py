@@ -17,6 +17,8 @@ import triton_dist.language as dl
 from backend_ascend import lower
 from triton_dist import symbols as S
 from triton_dist.errors import TritonDistError
+
+from hivm_forms import _split  # noqa: E402 - one bracket-aware comma splitter for both readers of HIVM text
 from triton_dist.language.extra import libshmem_device as shm
 
 # --- SEMANTICS §6, written out -----------------------------------------------------------------
@@ -34,23 +36,6 @@ _CUSTOM = re.compile(
     r'(?: ins\((?P<ins>[^:]*) : (?P<ins_t>[^)]*)\))?'
     r'(?: outs\((?P<outs>[^:]*) : (?P<outs_t>[^)]*)\))?'
     r'(?: -> (?P<ret>\S+))?$')
-
-
-def _split(s):
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
 
 
 def _attrs(body):
