@@ -272,8 +272,12 @@ triton_dist.init()
 """
 
 
+FAKE_TAG = "0123456789ab"      # the segments test_init_sweeps_segments_of_dead_processes plants
+
+
 def _tdist_segments():
-    return {n for n in os.listdir("/dev/shm") if n.startswith("tdist-")}
+    # the planted segments are not this test's: under xdist that test may run alongside
+    return {n for n in os.listdir("/dev/shm") if n.startswith("tdist-") and FAKE_TAG not in n}
 
 
 def test_rank_killed_inside_init_under_torchrun_leaves_nothing(tmp_path):
@@ -291,8 +295,8 @@ def test_rank_killed_inside_init_under_torchrun_leaves_nothing(tmp_path):
 def test_init_sweeps_segments_of_dead_processes(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
-    stale = Path("/dev/shm") / f"tdist-0123456789ab-r0-p{dead}"      # what a killed rank left behind
-    live = Path("/dev/shm") / f"tdist-0123456789ab-r1-p{os.getpid()}"  # a running rank's: kept
+    stale = Path("/dev/shm") / f"tdist-{FAKE_TAG}-r0-p{dead}"      # what a killed rank left behind
+    live = Path("/dev/shm") / f"tdist-{FAKE_TAG}-r1-p{os.getpid()}"  # a running rank's: kept
     stale.write_bytes(b"\0" * 4096)
     live.write_bytes(b"\0" * 4096)
     try:
