@@ -1,5 +1,9 @@
 """ConvertTritonDistributedToHIVM, as a Python pass over the printed TTIR module.
 
+Why one long file: the pass is one unit (scan the printed module, collect the module-wide
+facts, rewrite each carrier); its scanner, fact collection and op printers share one
+reading of MLIR's printed form, and splitting them would spread that one contract.
+
 Input: a TTIR module (text) in which the distributed ops are carried as
 `tt.extern_elementwise` ops of library CARRIER_LIBNAME (triton_dist/language/_emit.py
 says how).  Output: the same text in which every carrier became one `hivm.hir.custom`

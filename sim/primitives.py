@@ -1,5 +1,8 @@
 """The aclshmem device library, as the simulator runs it: one function per symbol family.
 
+Why over 400 lines: one function per symbol family of the device library, each a few
+lines, kept in one table-like file so it reads against triton_dist/symbols.py row by row.
+
 Keys are the `family` column of triton_dist/symbols.py (the aclshmem symbol without its
 type), so what the simulator runs is, name for name, what the NPU would link.  Each
 function follows SEMANTICS.md §3: SET = scalar store + dcci of the line; ADD = hardware

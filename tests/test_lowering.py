@@ -1,5 +1,8 @@
 """The HIVM lowering of the distributed ops (SEMANTICS.md §6), checked on a CPU.
 
+Why one long file: one golden check per op and form against SEMANTICS.md §6, sharing one
+reader of HIVM text; the cases read best side by side with the table they check.
+
 Oracles: the symbol names, attributes and numbers written in SEMANTICS.md §4 and §6
 (and, for libshmem_device functions, the one symbol table the simulator is keyed by),
 never the lowering's own output.  The HIVM ops are read back with a small parser

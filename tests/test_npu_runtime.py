@@ -1,5 +1,8 @@
 """The NPU runtime path (backend="npu").
 
+Why one long file: the NPU conformance tests and the CPU-side checks of the same runtime
+(configuration, capability detection, refusal messages) share their fixtures.
+
 Tests marked `npu` run the same conformance checks as the simulator, on real NPUs
 (spawned ranks, hccl, the shmem heap, kernels compiled by triton-ascend with the
 distributed lowering); they skip, naming what is missing, on any other machine.  The

@@ -1,5 +1,9 @@
 """Deterministic schedules: exactly one task runs at a time, across all ranks.
 
+Why over 400 lines: the baton protocol (shared state, hand-off, blocking points, the
+parent-death checks and the DMA coin) is one piece of shared-memory synchronisation;
+the strategies themselves are one small file each.
+
 A task is a rank's host code (between two calls into triton_dist) or one program
 instance (core) of a rank's kernel.  Every device memory access, every primitive and
 every round of a wait is a scheduling point: the running task asks the strategy (random
