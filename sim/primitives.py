@@ -294,6 +294,8 @@ def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, s
         rt.race.rma(d, s, nbytes, put=True, nbi=False, signal_addr=rt.translate(sig.addr, pe, "putmem_signal"))
     _dma(rt, d, s, nbytes)
     complete_pending(c)     # its quiet (SH shmem_device_so.hpp L54-70): everything issued before lands too
+    if rt.race is not None:
+        rt.race.quiet()     # that quiet is between the put and the signal: the data is performed first
     signal_op(rt, sig, signal, sig_op, pe)    # ordered after the data
 
 

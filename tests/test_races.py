@@ -514,3 +514,32 @@ def test_detector_does_not_change_the_schedule():
     off = triton_dist.launch(body, world_size=2, schedule="pct", seed=5, timeout=30)
     on = triton_dist.launch(body, world_size=2, schedule="pct", seed=5, timeout=30, race_check="report")
     assert off.schedule_digest == on.schedule_digest and off.steps == on.steps
+
+
+@triton.jit
+def _sync_barrier_kernel(sync, epoch):
+    # upstream test_put_get_mem's hand-made barrier: my slot := epoch, pushed to the peer with
+    # putmem_signal whose data and signal are the same 4 bytes, then wait for the peer's slot
+    me = dl.rank()
+    peer = 1 - me
+    tl.store(sync + me, epoch)
+    shm.putmem_signal(sync + me, sync + me, 4, sync + me, epoch, shm.ACLSHMEM_SIGNAL_SET, peer)
+    shm.signal_wait_until(sync + peer, shm.ACLSHMEM_CMP_GE, epoch)
+
+
+def _sync_barrier():
+    sync = triton_dist.symm_tensor((2,), torch.int32)
+    for epoch in (1, 2, 3):
+        _sync_barrier_kernel[(1,)](sync, epoch)
+        triton_dist.barrier()
+    return sync.tolist()
+
+
+@pytest.mark.parametrize("schedule,seed", [("free", None), ("random", 0), ("pct", 1)])
+def test_putmem_signal_orders_its_data_before_its_own_signal(schedule, seed):
+    # The library quiets between the put and the signal (SH shmem_device_so.hpp L54-70), so the
+    # put's data write and the signal write of one call are ordered, even on the same bytes.
+    # Before: "writes it while its own putmem_signal may still be in flight" (a false race).
+    res = triton_dist.launch(_sync_barrier, world_size=2, race_check=True, schedule=schedule, seed=seed,
+                             timeout=60)
+    assert res.values == [[3, 3], [3, 3]] and res.races == []
