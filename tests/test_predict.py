@@ -241,3 +241,16 @@ def test_profile_numbers_must_cite_a_source(tmp_path):
 def test_only_the_simulator_takes_predict():
     with pytest.raises(TritonDistError, match="backend 'cuda' does not take predict"):
         triton_dist.launch(_copy, 1, 16, world_size=1, backend="cuda", predict="h200-nvlink")
+
+
+def test_predict_runs_upstream_host_code_through_the_compat_layer(capsys):
+    # upstream's test_my_pe as written (import shmem, hccl, .npu()): predicted like any script,
+    # one table row per kernel it launches (add_my_pe, add_num_ranks) on the profile's cores
+    import os
+
+    from triton_dist.cli import main
+    script = os.path.join(os.path.dirname(__file__), "upstream_scenarios", "my_pe.py")
+    assert main(["predict", "-n", "2", "--device", "atlas-a2", "--shmem-compat", script]) == 0
+    out = capsys.readouterr().out
+    assert "predicted on atlas-a2" in out
+    assert "add_my_pe" in out and "add_num_ranks" in out

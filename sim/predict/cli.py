@@ -2,6 +2,7 @@
 
     triton-dist predict -n 4 --device atlas-a2 script.py [--trace out.json] [-- script args]
     triton-dist predict -n 4 --device atlas-a2 a.py --compare b.py     # two variants, side by side
+    triton-dist predict -n 2 --device atlas-a2 --shmem-compat upstream_tutorial.py
 
 Prints one table per script (each launch: predicted us, per rank, busiest pipe, time
 waiting) and the critical path of the longest launch; --trace writes a Perfetto trace whose
@@ -20,6 +21,8 @@ def configure(p):
     p.add_argument("--compare", metavar="OTHER.py", help="a second variant: predict both, print the difference")
     p.add_argument("--trace", metavar="OUT.json", help="Perfetto trace on the predicted clock (of the first script)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a run is declared stuck")
+    p.add_argument("--shmem-compat", action="store_true",
+                   help="run upstream Ascend host code as written (as `triton-dist run --shmem-compat`)")
     p.add_argument("script", help="the Python script every rank runs")
     p.add_argument("args", nargs="*", help="arguments of the script(s) (after --)")
     _split_at_dashdash(p)
@@ -31,13 +34,12 @@ def _predict(path, args):
     import triton_dist
     from triton_dist.cli import CliError
 
-    from ..cli import run_script
+    from ..cli import _check, run_script
     if not os.path.isfile(path):
         raise CliError(f"no such file: {path}")
-    if not 1 <= args.nproc <= 64:
-        raise CliError(f"-n must be between 1 and 64, got {args.nproc}")
-    res = triton_dist.launch(run_script, path, args.args, world_size=args.nproc, timeout=args.timeout,
-                             predict=args.device)
+    _check(args)          # -n, and --shmem-compat never over a real shmem / torch_npu
+    res = triton_dist.launch(run_script, path, args.args, args.shmem_compat, world_size=args.nproc,
+                             timeout=args.timeout, predict=args.device)
     return res.prediction
 
 
