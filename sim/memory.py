@@ -266,7 +266,7 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
     if sel.size:
         dma.depend(int(sel.min()), int(sel.max()) + itemsize)
     if rt.race is not None:
-        rt.race.block_store(sel, itemsize)
+        rt.race.block_store(sel, itemsize, _masked(np.broadcast_to(value, ptrs.shape), mask))
     if sel.size and dma.enabled(rt):     # an MTE3 DMA: in flight until it completes (sim/dma.py)
         p, v, m = np.array(ptrs), np.array(value), np.array(mask)
 

@@ -291,7 +291,8 @@ def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, s
     c = _core_or_error("putmem_signal")
     d, s = _rma(rt, "putmem_signal", dest, src, nbytes, pe, True)
     if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=True, nbi=False, signal_addr=rt.translate(sig.addr, pe, "putmem_signal"))
+        rt.race.rma(d, s, nbytes, put=True, nbi=False, signal_addr=rt.translate(sig.addr, pe, "putmem_signal"),
+                    signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
     _dma(rt, d, s, nbytes)
     complete_pending(c)     # its quiet (SH shmem_device_so.hpp L54-70): everything issued before lands too
     if rt.race is not None:
@@ -306,7 +307,8 @@ def putmem_signal_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: in
     remote_sig = rt.translate(sig.addr, pe, "putmem_signal_nbi")
     rt.space.check(remote_sig, remote_sig + 4, "putmem_signal_nbi signal")   # now, not at quiet
     if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=True, nbi=True, signal_addr=remote_sig)
+        rt.race.rma(d, s, nbytes, put=True, nbi=True, signal_addr=remote_sig,
+                    signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
     c.pending.append(lambda: _dma(rt, d, s, nbytes))
     c.pending.append(_signal_after(rt, sig, signal, sig_op, pe))
 

@@ -46,7 +46,7 @@ class CoreContext:
     `core` is the program's linear index (GetBlockIdx on the NPU; `ncores` the grid size),
     `phys` the physical core it runs on (its status-board and schedule slot)."""
     __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin",
-                 "phys", "sub_vec")
+                 "phys", "sub_vec", "sub_blocks")
 
     def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel, phys=None):
         self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
@@ -56,6 +56,7 @@ class CoreContext:
         self.spin = None         # sim.spin.SpinWatch: is this core polling without progress?
         self.phys = core if phys is None else phys
         self.sub_vec = 0         # sub_vec_id(): which vector sub-core of its block (sim/compat/cann.py)
+        self.sub_blocks = 1      # instances its block runs as (2: a mix kernel calling sub_vec_id)
 
 
 class Dispatch:
@@ -92,7 +93,7 @@ class Dispatch:
         rt.board.dispatched(rt.rank, phys, i)
         c = CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
         if self.sub_blocks > 1:
-            c.ncores, c.sub_vec = self.nprog, sub
+            c.ncores, c.sub_vec, c.sub_blocks = self.nprog, sub, self.sub_blocks
         return c
 
 

@@ -517,22 +517,24 @@ def test_detector_does_not_change_the_schedule():
 
 
 @triton.jit
-def _sync_barrier_kernel(sync, epoch):
+def _sync_barrier_kernel(sync, epoch, SLOT: tl.constexpr):
     # upstream test_put_get_mem's hand-made barrier: my slot := epoch, pushed to the peer with
-    # putmem_signal whose data and signal are the same 4 bytes, then wait for the peer's slot
+    # putmem_signal whose data and signal are the same 4 bytes, then wait for the peer's slot.
+    # Slots 64 bytes apart here: upstream's adjacent int32 slots share a line, and a SET's
+    # whole-line write-back may then lose the neighbour's update (SEMANTICS §1), another matter.
     me = dl.rank()
     peer = 1 - me
-    tl.store(sync + me, epoch)
-    shm.putmem_signal(sync + me, sync + me, 4, sync + me, epoch, shm.ACLSHMEM_SIGNAL_SET, peer)
-    shm.signal_wait_until(sync + peer, shm.ACLSHMEM_CMP_GE, epoch)
+    tl.store(sync + me * SLOT, epoch)
+    shm.putmem_signal(sync + me * SLOT, sync + me * SLOT, 4, sync + me * SLOT, epoch, shm.ACLSHMEM_SIGNAL_SET, peer)
+    shm.signal_wait_until(sync + peer * SLOT, shm.ACLSHMEM_CMP_GE, epoch)
 
 
 def _sync_barrier():
-    sync = triton_dist.symm_tensor((2,), torch.int32)
+    sync = triton_dist.symm_tensor((32,), torch.int32)
     for epoch in (1, 2, 3):
-        _sync_barrier_kernel[(1,)](sync, epoch)
+        _sync_barrier_kernel[(1,)](sync, epoch, SLOT=16)
         triton_dist.barrier()
-    return sync.tolist()
+    return sync.view(2, 16)[:, 0].tolist()
 
 
 @pytest.mark.parametrize("schedule,seed", [("free", None), ("random", 0), ("pct", 1)])

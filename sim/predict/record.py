@@ -120,7 +120,7 @@ class PerfRecorder:
         if addrs.size:
             self._access("L", int(addrs[0]), int(addrs.size) * size)
 
-    def block_store(self, addrs, size):
+    def block_store(self, addrs, size, values=None):
         if addrs.size:
             self._access("S", int(addrs[0]), int(addrs.size) * size)
 
@@ -172,7 +172,7 @@ class PerfRecorder:
     def consume(self, value, token):
         pass
 
-    def rma(self, dst, src, nbytes, put, nbi, signal_addr=None):
+    def rma(self, dst, src, nbytes, put, nbi, signal_addr=None, signal_size=4):
         ops = self._ops()
         if ops is not None and nbytes > 0:
             ops.append(("P", int(nbytes), self._owner(dst if put else src), bool(put), bool(nbi)))

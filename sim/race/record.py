@@ -7,9 +7,11 @@ encodings are in events.py.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import pickle
+import threading
 import time
 
 import numpy as np
@@ -69,6 +71,9 @@ class RaceRecorder:
         # as the core's DMA stream ("d"), complete at quiet/fence/barrier/putmem_signal/end
         self._dma_block = bool(rt.memory.caches)
         self._dma_scalar = self._dma_block and not getattr(rt.memory, "cached_kernel_stores", False)
+        # first store of a (launch, block, line, addresses) by a mix block's sub-core instance
+        self._siblings: dict = {}
+        self._siblings_lock = threading.Lock()
         ACTIVE = self
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -136,8 +141,31 @@ class RaceRecorder:
     def block_load(self, addrs, size: int) -> None:
         self.block(READ, OP_LOAD, addrs, size)
 
-    def block_store(self, addrs, size: int) -> None:
+    def block_store(self, addrs, size: int, values=None) -> None:
+        if values is not None and self._sibling_duplicate(addrs, values):
+            return
         self.block(WRITE, OP_STORE, addrs, size, self._dma_block)
+
+    def _sibling_duplicate(self, addrs, values) -> bool:
+        """The second of the two sub-core instances of a mix block storing, at the same kernel
+        line, the same bytes to the same addresses as the first: on the NPU that is one store
+        (the cube's: the simulator runs the block's whole body on both vector instances,
+        docs/device_model.md), so it is not logged a second time.  Different bytes are two
+        writes, and race as such."""
+        c = context.core()
+        if c is None or c.sub_blocks < 2 or addrs.size == 0:
+            return False
+        key = (self.launch_no, c.grid_idx, self._line(), addrs.tobytes())
+        digest = hashlib.blake2b(np.ascontiguousarray(values).tobytes(), digest_size=16).digest()
+        with self._siblings_lock:
+            first = self._siblings.get(key)
+            if first is None:
+                self._siblings[key] = (c.sub_vec, digest)
+                return False
+            if first[0] != c.sub_vec and first[1] == digest:
+                del self._siblings[key]
+                return True
+        return False
 
     def scalar(self, kind: int, op: int, addr: int, size: int, dma: bool = False) -> None:
         """A scalar load/store of `size` bytes at addr (dma: a store in flight, sim/dma.py)."""
@@ -270,7 +298,8 @@ class RaceRecorder:
             self._sync(t, ("c", lo, tok))
 
     # -- RMA ------------------------------------------------------------------------------------------
-    def rma(self, dst: int, src: int, nbytes: int, put: bool, nbi: bool, signal_addr=None) -> None:
+    def rma(self, dst: int, src: int, nbytes: int, put: bool, nbi: bool, signal_addr=None,
+            signal_size: int = 4) -> None:
         """putmem/getmem(+_nbi, +_signal) issued: dst/src are absolute addresses."""
         if nbytes <= 0:
             return
@@ -288,11 +317,13 @@ class RaceRecorder:
         for kind, op, addr in ((READ, src_op, src), (WRITE, dst_op, dst)):
             if not self._in_heaps(addr, addr + nbytes):
                 continue
-            rec = ("a", kind, op, line, np.array([[addr, addr + nbytes]], dtype=np.int64), now, -1)
-            # what completes before the call returns is the core's own access; the rest is
-            # the core's DMA queue, complete only at quiet
             done_on_return = not nbi and ((put and kind == READ) or (not put))
-            (own if done_on_return else queued).append(rec)
+            for k, lo, hi in _split_at_signal(kind, addr, addr + nbytes, signal_addr if put else None,
+                                              signal_size):
+                rec = ("a", k, op, line, np.array([[lo, hi]], dtype=np.int64), now, -1)
+                # what completes before the call returns is the core's own access; the rest is
+                # the core's DMA queue, complete only at quiet
+                (own if done_on_return else queued).append(rec)
         t.ev.extend(own)
         t.nputs += 1
         self._sync(t, ("p", queued))
@@ -365,3 +396,14 @@ def _runs(addrs: np.ndarray, size: int) -> np.ndarray:
     starts = a[np.concatenate(([0], brk + 1))]
     ends = a[np.concatenate((brk, [a.size - 1]))] + size
     return np.stack([starts, ends], axis=1)
+
+
+def _split_at_signal(kind, lo, hi, signal_addr, signal_size):
+    """A putmem_signal's data write over its own signal's bytes is part of the signal write
+    (the library's quiet orders them, and the signal overwrites those bytes at once), so
+    that part is a signal-like write a wait polling those bytes does not race; the rest of
+    the range is the put's plain write.  Other accesses come back whole."""
+    if kind != WRITE or signal_addr is None or not (lo < signal_addr + signal_size and signal_addr < hi):
+        return [(kind, lo, hi)]
+    s0, s1 = max(lo, signal_addr), min(hi, signal_addr + signal_size)
+    return [(k, a, b) for k, a, b in ((WRITE, lo, s0), (SYNC_WRITE, s0, s1), (WRITE, s1, hi)) if a < b]
