@@ -19,6 +19,7 @@ import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device as shm
 
 SCHEDULES = [("free", None), ("random", 0), ("random", 1), ("pct", 0), ("pct", 1)]
 
@@ -151,6 +152,9 @@ def atomic_handshake(flag, data, out, USE_CAS: tl.constexpr):
     if dl.rank() == 0:
         for i in range(8):
             tl.store(data + tl.arange(0, 16), tl.full((16,), i, tl.int32))
+        # the stores are DMAs in flight, and nothing is known to order an atomic after them
+        # (docs/device_model.md): fence first, as a kernel must on the NPU
+        shm.fence()
         tl.atomic_xchg(flag, 1)                              # release the consumer
     else:
         r = dl.symm_at(flag, 0)
