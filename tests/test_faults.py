@@ -185,13 +185,18 @@ def _endless_kernel():
 
 @pytest.mark.parametrize("schedule", ["free", "pct"])
 @pytest.mark.parametrize("body", [_endless_host, _endless_kernel], ids=["host", "kernel"])
-def test_endless_loop_ends_in_a_timeout_report(body, schedule):
+def test_endless_loop_ends_in_a_timeout_report(body, schedule, capfd):
     before = set(os.listdir("/dev/shm"))
     t = time.monotonic()
     with pytest.raises(triton_dist.DeadlockError, match="timed out after 3 s") as ei:
         triton_dist.launch(body, world_size=2, schedule=schedule, seed=1, timeout=3)
     assert time.monotonic() - t < 30
     assert "rank" in str(ei.value)            # the report names the ranks still running
+    # every rank printed its threads' stacks, and printing them crashed none (faulthandler's
+    # all-thread dump did, now and then, while the cores ran)
+    err = capfd.readouterr().err
+    assert err.count("--- Python stacks of pid") == 2, err[-3000:]
+    assert "Fatal Python error" not in err, err[-3000:]
     left = descendants(os.getpid())
     assert not left, f"processes left after the launch: {[(p, _stat(p)) for p in left]}"
     assert set(os.listdir("/dev/shm")) <= before, set(os.listdir("/dev/shm")) - before

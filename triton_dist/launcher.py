@@ -165,12 +165,30 @@ def _rank_start(launcher_pid, body, *args):
 
 
 def install_stack_dump() -> None:
-    """`kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's stack to the
-    real stderr (sys.stderr may be a capture without a file descriptor)."""
-    import faulthandler
+    """`kill -USR1 <pid>` (and the launcher, on a timeout) prints every thread's Python stack to
+    the real stderr (sys.stderr may be a capture without a file descriptor).
+
+    A Python-level handler, not faulthandler: faulthandler walks the other threads' frames
+    from a C signal handler while they run, and in ranks whose cores are busy that crashed
+    the rank now and then ("Fatal Python error: Segmentation fault" in the middle of the
+    dump).  This handler runs in the main thread with the GIL held, so the frames hold still."""
     try:
-        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
-    except (AttributeError, ValueError, OSError, RuntimeError):
+        signal.signal(signal.SIGUSR1, _print_stacks)
+    except (ValueError, OSError):
+        pass          # not the main thread: no stack dump, nothing else changes
+
+
+def _print_stacks(signum, frame):
+    import threading
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = [f"--- Python stacks of pid {os.getpid()} (SIGUSR1) ---"]
+    for ident, f in sys._current_frames().items():
+        out.append(f"Thread {names.get(ident, ident)} (most recent call last):")
+        out.extend(line.rstrip("\n") for line in traceback.format_stack(f))
+    try:
+        sys.__stderr__.write("\n".join(out) + "\n")
+        sys.__stderr__.flush()
+    except (OSError, ValueError, AttributeError):
         pass
 
 
@@ -321,7 +339,7 @@ def dump_stacks(procs, outcomes):
                 os.kill(p.pid, signal.SIGUSR1)
             except ProcessLookupError:
                 pass
-    time.sleep(0.2)
+    time.sleep(1.0)           # the handler runs when the rank's main thread next runs Python (waits poll at 0.5 s)
 
 
 def values_of(outcomes) -> list:
