@@ -1,6 +1,6 @@
 """The Ascend NPU backend: the HIVM lowering (checkable on a CPU) and the NPU runtime.
 
-    from backend_ascend import lower
+    from triton_dist.backend_ascend import lower
     print(lower(kernel, {"sig": "*i32", "buf": "*fp32"}, {"N": 16}))
 
 Nothing here imports CANN, torch_npu or shmem at import time (runtime.py and

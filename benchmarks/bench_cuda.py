@@ -266,7 +266,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TRITON_DIST_BACKEND", "cuda")
     os.environ.setdefault("TRITON_DIST_HEAP_SIZE", str(6 << 30))
     import triton_dist
-    from backend_cuda.runtime import device_count
+    from triton_dist.backend_cuda.runtime import device_count
     n = args.world_size or device_count()
     if n < 1:
         print("bench_cuda: no NVIDIA GPU here (nvidia-smi not on PATH)", file=sys.stderr)

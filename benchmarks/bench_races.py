@@ -26,7 +26,7 @@ OPS = ["all_gather", "reduce_scatter", "all_reduce one_shot", "all_reduce ring",
 
 def _timed_analysis():
     """Wrap sim.race.analyze so the launcher's share of the cost is measured too."""
-    from sim import race
+    from triton_dist.sim import race
     spent = [0.0]
     orig = race.analyze
 

@@ -84,7 +84,7 @@ def predict_gemm(device, op, M, N, K, S, steps=2, gpu=True, launches=1, world=2,
     """Predicted us of one call, recorded at 1/S of every dimension with `steps` k-steps (S=None: as is).
     A scaled recording does not depend on K (only its factors do): it is made once per shape and reused."""
     import triton_dist
-    from sim.predict import predict_records
+    from triton_dist.sim.predict import predict_records
     bm, bn, bk = tiles
     if S is None:
         rec, scale = (M, N, K, tiles), None
@@ -110,7 +110,7 @@ def predict_coll(device, op, nbytes, record_bytes, gpu=True, world=2):
 
 def _replay(res, device, scale):
     """The run's record replayed with `scale` (LaunchResult.prediction is the unscaled one)."""
-    from sim.predict import predict_records
+    from triton_dist.sim.predict import predict_records
     recs = _RECORDS.pop()
     return res.prediction if scale is None else predict_records(recs, device, scale)
 
@@ -120,7 +120,7 @@ _RECORDS: list = []
 
 def _keep_records():
     """Keep each launch's raw records so that they can be replayed with a scale."""
-    import sim.predict as P
+    import triton_dist.sim.predict as P
     orig = P.finish
 
     def finish(result, state, device, ok):

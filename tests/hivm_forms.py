@@ -138,9 +138,9 @@ def lower_npu(fn, signature, constexprs, bitcode_dir="/opt/aclshmem"):
     """What the NPU's ttadapter pre-step emits (backend_ascend.npu_compile.lower_module, with
     the bitcode variant of each op chosen from a directory of AscendNPU-IR's Shmem bitcode),
     as text without locations."""
-    from backend_ascend import npu_compile
-    from backend_ascend.frontend import build_ttir
-    from backend_ascend.hivm import convert_text, module_facts
+    from triton_dist.backend_ascend import npu_compile
+    from triton_dist.backend_ascend.frontend import build_ttir
+    from triton_dist.backend_ascend.hivm import convert_text, module_facts
     module, _ = build_ttir(fn, signature, constexprs)
     has_dot, count = module_facts(module)
     text, n = convert_text(module.str_nodebug(), has_dot=has_dot,

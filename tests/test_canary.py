@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 import triton_dist
-from sim import interp
+from triton_dist.sim import interp
 
 
 def test_triton_is_the_pinned_version():

@@ -21,7 +21,7 @@ SCHEDULES = [("free", None), ("random", 0), ("random", 1), ("pct", 0), ("pct", 1
 def four_cores(monkeypatch):
     """4 vector cores, 2 AI (cube) cores (the ranks are forked: they inherit it)."""
     monkeypatch.setenv("TRITON_DIST_SIM_CORES", "2:4")
-    from sim import watchdog
+    from triton_dist.sim import watchdog
     monkeypatch.setattr(watchdog, "STALL_SECONDS", 0.5)
 
 
@@ -100,7 +100,7 @@ def test_one_core_program_zero_waits_for_program_one(monkeypatch):
 
 
 def test_default_profile_is_an_atlas_a2(monkeypatch):
-    from sim import device
+    from triton_dist.sim import device
     monkeypatch.delenv("TRITON_DIST_SIM_CORES", raising=False)
     monkeypatch.delenv("TRITON_DIST_SIM_DEVICE", raising=False)
     d = device.current()

@@ -21,7 +21,7 @@ pytest.importorskip("llvmlite", reason="backend 'cuda' assembles its device libr
 
 
 def test_device_library_defines_every_symbol_a_kernel_can_call():
-    from backend_cuda import devlib
+    from triton_dist.backend_cuda import devlib
     want = set()
     for spec in S.SHMEM_OPS.values():
         if spec.op in S.RMA_OPS:
@@ -36,7 +36,7 @@ def test_device_library_defines_every_symbol_a_kernel_can_call():
 
 def test_device_library_assembles(tmp_path, monkeypatch):
     import llvmlite.binding as llvm
-    from backend_cuda import devlib
+    from triton_dist.backend_cuda import devlib
     monkeypatch.setenv("TRITON_DIST_CACHE_DIR", str(tmp_path))
     path = devlib.bitcode_path()
     assert os.path.getsize(path) > 1000
@@ -54,7 +54,7 @@ CHILD = textwrap.dedent(r"""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     import triton_dist
-    from backend_cuda import devlib, loader
+    from triton_dist.backend_cuda import devlib, loader
     loader._patch_options(devlib.bitcode_path())
     import test_primitives as P
     from triton_dist.kernels import collectives as C, gemm as G

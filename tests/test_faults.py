@@ -237,7 +237,7 @@ def endless_wait(sig):
 def test_kept_errors_pin_no_memory_and_no_fds(body, error):
     import gc
 
-    from sim import heap
+    from triton_dist.sim import heap
 
     def failure():
         try:
@@ -263,7 +263,7 @@ def test_kept_errors_pin_no_memory_and_no_fds(body, error):
 DIES_IN_INIT = """
 import os, signal
 import triton_dist
-from sim import heap
+from triton_dist.sim import heap
 
 # rank 1 is SIGKILLed right after it made its heap segment, before its peers have mapped it
 _create = heap.create_named

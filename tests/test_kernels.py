@@ -396,7 +396,7 @@ def _set_heap_size(monkeypatch, backend, nbytes):
     (sim/heap.py), so its default is set too.  A test relying on the size sets it."""
     monkeypatch.setenv("TRITON_DIST_HEAP_SIZE", str(nbytes))
     if backend == "sim":
-        from sim import heap
+        from triton_dist.sim import heap
         monkeypatch.setattr(heap, "DEFAULT_HEAP_BYTES", nbytes, raising=False)
 
 
@@ -455,7 +455,7 @@ def test_not_initialized_says_what_to_do(backend):
 
 def _lowered(kernel, sig, consts):
     import re
-    from backend_ascend import lower
+    from triton_dist.backend_ascend import lower
     text = lower(kernel, sig, consts)
     return {m.group(2): m.group(1) for m in
             re.finditer(r"hivm\.tcore_type = #hivm\.tcore_type<(\w+)>[^}]*symbol = \"(\w+)\"", text)}, text

@@ -17,7 +17,7 @@ import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
-from backend_ascend import lower
+from triton_dist.backend_ascend import lower
 from triton_dist import symbols as S
 from triton_dist.errors import TritonDistError
 
@@ -279,7 +279,7 @@ def test_the_simulator_refuses_a_float_wait_with_the_same_message():
 
 
 def test_the_text_pass_refuses_a_float_wait_carrier():
-    from backend_ascend.hivm import LoweringError, convert_text
+    from triton_dist.backend_ascend.hivm import LoweringError, convert_text
     text = ('module {\n  tt.func public @k(%arg0: !tt.ptr<f32>) attributes {noinline = false} {\n'
             '    %c1_i32 = arith.constant 1 : i32\n    %cst = arith.constant 1.0 : f32\n'
             '    %0 = tt.extern_elementwise %arg0, %c1_i32, %cst {libname = "triton_dist.dist", libpath = "", '
@@ -430,7 +430,7 @@ def test_libshmem_device_takes_python_ints_when_compiled():
 
 def test_every_symbol_is_a_simulator_primitive():
     """What the NPU would link is, name for name, what the simulator runs."""
-    from sim import primitives
+    from triton_dist.sim import primitives
     text = lower(k_shm, {"a": "*fp32", "b": "*fp32", "sig": "*i32", "peer": "i32"}, {"N": 16})
     text += lower(k_consume_block, {"sig": "*i32", "buf": "*fp32"}, {"N": 16})
     text += lower(k_symm_at, {"p": "*fp32", "peer": "i32"}) + lower(k_ids, {"out": "*i32"})
@@ -535,7 +535,7 @@ def _ordered_subsequence(needles, haystack):
 
 
 def test_whole_kernel_lowering_changes_only_the_distributed_ops():
-    from backend_ascend.frontend import build_ttir
+    from triton_dist.backend_ascend.frontend import build_ttir
     sig = {"buf": "*fp32", "out": "*fp32", "sig": "*i32"}
     module, _ = build_ttir(allgather_kernel, sig, {"N": 16})
     before = module.str_nodebug().splitlines()
@@ -586,7 +586,7 @@ def test_kernel_without_distributed_ops_is_unchanged():
     def plain(x, N: tl.constexpr):
         tl.store(x + tl.arange(0, N), tl.load(x + tl.arange(0, N)) + 1)
 
-    from backend_ascend.frontend import build_ttir
+    from triton_dist.backend_ascend.frontend import build_ttir
     module, _ = build_ttir(plain, {"x": "*fp32"}, {"N": 8})
     assert lower(plain, {"x": "*fp32"}, {"N": 8}) == module.str_nodebug()
 
@@ -618,7 +618,7 @@ def test_unsupported_element_type_is_an_error():
 
 
 def test_text_pass_checks_the_carrier():
-    from backend_ascend.hivm import LoweringError, convert_text
+    from triton_dist.backend_ascend.hivm import LoweringError, convert_text
     head = 'module {\n  tt.func public @k(%arg0: !tt.ptr<i64>, %arg1: i32) attributes {noinline = false} {\n'
     tail = '    tt.return\n  }\n}\n'
 

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 import triton_dist.language as dl
-from backend_ascend import runtime as R
+from triton_dist.backend_ascend import runtime as R
 from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
 
@@ -38,8 +38,8 @@ def _npu(fn):
 
 # --- on any machine --------------------------------------------------------------------------------
 def test_importing_triton_dist_touches_nothing_npu_related():
-    code = ("import sys, triton_dist, triton_dist.language, backend_ascend, backend_ascend.runtime, "
-            "backend_ascend.npu_compile, triton_dist.cli\n"
+    code = ("import sys, triton_dist, triton_dist.language, triton_dist.backend_ascend, "
+            "triton_dist.backend_ascend.runtime, triton_dist.backend_ascend.npu_compile, triton_dist.cli\n"
             "from triton_dist.language.extra import libshmem_device\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch_npu', 'shmem', 'acl') "
             "or m.startswith('triton.backends.ascend')]\n"
@@ -132,7 +132,7 @@ AICORE_BITCODE = {(False, "VECTOR"): "Shmem.aiv.c220.bc", (False, "CUBE_AND_VECT
 
 
 def test_bitcode_variant_follows_the_kernel_core_type(monkeypatch, tmp_path):
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     monkeypatch.delenv(npu_compile.ARCH_ENV, raising=False)
     for name in set(AICORE_BITCODE.values()):
         (tmp_path / name).write_bytes(b"BC")
@@ -147,7 +147,7 @@ def test_bitcode_variant_follows_the_kernel_core_type(monkeypatch, tmp_path):
 
 
 def test_bitcode_configuration_errors_say_what_to_do(monkeypatch, tmp_path):
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     monkeypatch.delenv(npu_compile.ARCH_ENV, raising=False)
     monkeypatch.delenv(npu_compile.BITCODE_ENV, raising=False)
     monkeypatch.setattr(npu_compile, "template_library_dirs", lambda: [])
@@ -173,7 +173,7 @@ def test_bitcode_configuration_errors_say_what_to_do(monkeypatch, tmp_path):
 
 
 def test_missing_wrappers_are_reported_once_everything_else_is_there(monkeypatch, tmp_path):
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     monkeypatch.setattr(R, "is_ascend", lambda: True)
     monkeypatch.setattr(R.importlib.util, "find_spec", lambda name: object())
     monkeypatch.setattr(npu_compile, "triton_ascend_problems", lambda: [])
@@ -188,7 +188,7 @@ def test_missing_wrappers_are_reported_once_everything_else_is_there(monkeypatch
 
 def test_a_template_library_with_the_wrappers_needs_no_bitcode(monkeypatch, tmp_path):
     """bishengir links meta_op.<variant>.<arch>.bc per core type itself (link_all_to_meta_op)."""
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     monkeypatch.delenv(npu_compile.BITCODE_ENV, raising=False)
     monkeypatch.delenv(npu_compile.ARCH_ENV, raising=False)
     lib = tmp_path / "lib"
@@ -204,7 +204,7 @@ def test_a_template_library_with_the_wrappers_needs_no_bitcode(monkeypatch, tmp_
 def test_the_published_ascendnpu_ir_has_no_aclshmem_wrappers():
     """What NPU_EVIDENCE.md says of the ascendnpu-ir 1.2.0 wheel, checked on its files: its
     template bitcode stores _mlir_ciface_* names verbatim, none of them aclshmem ones."""
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     dirs = [d for d in npu_compile.template_library_dirs() if "ascendnpuir" in d]
     if not dirs:
         pytest.skip("ascendnpu-ir is not installed (the test extra installs it on cp311 x86_64 Linux)")
@@ -239,7 +239,7 @@ def _fake_triton(tmp_path, *, extension, driver_check):
 
 
 def test_triton_ascend_capabilities_are_detected(monkeypatch, tmp_path):
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     # like the 3.2.0 wheel: no custom-op support
     monkeypatch.setattr(npu_compile, "_triton_dir", lambda: _fake_triton(tmp_path / "a", extension=False,
                                                                           driver_check=False))
@@ -258,7 +258,7 @@ def test_triton_ascend_capabilities_are_detected(monkeypatch, tmp_path):
 def test_a_frontend_that_passes_builder_is_refused(monkeypatch, tmp_path):
     import triton.language as tl
 
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
 
     def program_id(axis, _builder=None):          # the 3.2.0 signature
         pass
@@ -271,7 +271,7 @@ def test_a_frontend_that_passes_builder_is_refused(monkeypatch, tmp_path):
 
 
 def test_stock_triton_is_not_triton_ascend():
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     problems = npu_compile.triton_ascend_problems()
     assert len(problems) == 1 and problems[0].startswith("triton-ascend (triton.backends.ascend is not installed")
 
@@ -287,7 +287,7 @@ def _fake_ascend_backends(monkeypatch, tmp_path, importable_too):
     import sys
     import types
 
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     calls = []
 
     def make_class():
@@ -312,7 +312,7 @@ def _fake_ascend_backends(monkeypatch, tmp_path, importable_too):
 
 
 def test_the_stage_hook_is_installed_on_the_class_compiles_use(monkeypatch, tmp_path):
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     discovered, calls = _fake_ascend_backends(monkeypatch, tmp_path, importable_too=True)
     lowered = []
     monkeypatch.setattr(npu_compile, "lower_module", lambda src: lowered.append(src) or f"lowered({src})")
@@ -324,7 +324,7 @@ def test_the_stage_hook_is_installed_on_the_class_compiles_use(monkeypatch, tmp_
 
 
 def test_a_failing_ttadapter_stage_says_what_triton_ascend_lacks(monkeypatch, tmp_path):
-    from backend_ascend import npu_compile
+    from triton_dist.backend_ascend import npu_compile
     discovered, _ = _fake_ascend_backends(monkeypatch, tmp_path, importable_too=False)
     monkeypatch.setattr(npu_compile, "lower_module", lambda src: "lowered")
     npu_compile.install()
@@ -343,8 +343,8 @@ def test_a_failing_ttadapter_stage_says_what_triton_ascend_lacks(monkeypatch, tm
 
 def test_the_npu_step_links_the_bitcode(tmp_path):
     """What the ttadapter pre-step emits on the NPU: the CPU lowering plus each op's bitcode."""
-    from backend_ascend.frontend import build_ttir
-    from backend_ascend.hivm import convert_text, module_facts
+    from triton_dist.backend_ascend.frontend import build_ttir
+    from triton_dist.backend_ascend.hivm import convert_text, module_facts
     bc = str(tmp_path / "aclshmem_device.bc")
     module, _ = build_ttir(ring_kernel, {"buf": "*i32", "out": "*i32", "sig": "*i32"}, {"N": 16})
     has_dot, count = module_facts(module)

@@ -67,7 +67,7 @@ def test_cuda_variant_is_skipped_without_a_gpu(pytester):
 
 
 def test_need_ranks_skips_only_on_cuda(monkeypatch):
-    from backend_cuda import runtime
+    from triton_dist.backend_cuda import runtime
     from triton_dist.pytest_plugin import need_ranks
     monkeypatch.setattr(runtime, "device_count", lambda: 2)
     need_ranks("sim", 8)                    # the simulator runs any number of ranks

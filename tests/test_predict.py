@@ -227,7 +227,7 @@ def test_unknown_device_names_the_known_ones():
 
 
 def test_profile_numbers_must_cite_a_source(tmp_path):
-    from sim.predict import load
+    from triton_dist.sim.predict import load
     p = _profile(tmp_path)
     doc = json.loads(open(p).read())
     doc["hbm"]["bandwidth_Bps"] = {"value": 1e12}

@@ -333,7 +333,7 @@ def test_device_of_the_backend_and_values_in_rank_order(backend):
                              backend=backend)
     gpus = 1
     if backend == "cuda":
-        from backend_cuda.runtime import device_count
+        from triton_dist.backend_cuda.runtime import device_count
         gpus = device_count()
     want = {"sim": lambda r: "cpu", "cuda": lambda r: f"cuda:{r % gpus}", "npu": lambda r: f"npu:{r}"}[backend]
     assert res.values == [(r, want(r)) for r in range(3)]

@@ -17,7 +17,9 @@ from triton_dist import launcher, registry
 from triton_dist.errors import TritonDistError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BACKEND_PACKAGES = ("sim", "backend_cuda", "backend_ascend")
+# folder -> the import name it installs under (pyproject.toml, [tool.setuptools] package-dir)
+BACKEND_PACKAGES = {"sim": "triton_dist.sim", "backend_cuda": "triton_dist.backend_cuda",
+                    "backend_ascend": "triton_dist.backend_ascend"}
 
 TOY = textwrap.dedent('''
     import os
@@ -122,12 +124,33 @@ def _imported_modules(path: pathlib.Path):
             yield node.module
 
 
-@pytest.mark.parametrize("package", ("triton_dist",) + BACKEND_PACKAGES)
+def _backend_package_of(mod: str):
+    """The backend package (its folder name) that module `mod` belongs to, if any; the bare
+    folder names count too, so an import that would only work from the source root is caught."""
+    for folder, name in BACKEND_PACKAGES.items():
+        if mod == name or mod.startswith(name + ".") or mod.split(".")[0] == folder:
+            return folder
+    return None
+
+
+@pytest.mark.parametrize("package", ("triton_dist",) + tuple(BACKEND_PACKAGES))
 def test_no_package_imports_a_backend_package_other_than_itself(package):
     offenders = []
     for path in sorted((ROOT / package).rglob("*.py")):
         for mod in _imported_modules(path):
-            top = mod.split(".")[0]
-            if top in BACKEND_PACKAGES and top != package:
+            owner = _backend_package_of(mod)
+            if owner is not None and owner != package:
                 offenders.append(f"{path.relative_to(ROOT)} imports {mod}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_module_imports_a_backend_by_its_bare_folder_name():
+    """`sim`, `backend_ascend` and `backend_cuda` install as triton_dist.sim, ... (issue 22): a
+    bare `import sim` would pick up a user's own sim.py instead."""
+    offenders = []
+    for folder in ("triton_dist", "tests", "benchmarks", "examples", "scripts") + tuple(BACKEND_PACKAGES):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for mod in _imported_modules(path):
+                if mod.split(".")[0] in BACKEND_PACKAGES:
+                    offenders.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert not offenders, "\n".join(offenders)

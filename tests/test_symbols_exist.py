@@ -99,8 +99,8 @@ def test_every_symbol_a_cuda_kernel_calls_is_a_wrapper(case):
     """backend 'cuda' compiles the same kernels into calls of the same symbols (its device
     library defines them for GPUs): a kernel checked on GPUs must link on an NPU too."""
     pytest.importorskip("llvmlite", reason="backend 'cuda' assembles its device library with llvmlite")
-    from backend_ascend.frontend import build_ttir
-    from backend_cuda import devlib
+    from triton_dist.backend_ascend.frontend import build_ttir
+    from triton_dist.backend_cuda import devlib
     cid, fn, sig, consts = case
     module, _ = build_ttir(fn, sig, {**consts, "DOT": False}, extern_libs={devlib.LIBNAME: "/unused.bc"})
     calls = _cuda_calls(module.str_nodebug())

@@ -60,7 +60,7 @@ CHILD = textwrap.dedent(r'''
     try:
         import triton
         out["triton"] = triton.__version__
-        from backend_ascend import npu_compile
+        from triton_dist.backend_ascend import npu_compile
         out["version"] = npu_compile.triton_ascend_version()
         out["problems"] = npu_compile.triton_ascend_problems()
         from triton_dist import requirements
@@ -109,7 +109,7 @@ CASES = _cases()
 def _stock(name):
     import triton.language as tl
 
-    from backend_ascend.frontend import build_ttir
+    from triton_dist.backend_ascend.frontend import build_ttir
     from triton_dist.kernels import collectives, gemm
     file, sig, consts = CASES[name]
     fn = getattr(collectives if "collectives" in file else gemm, name)

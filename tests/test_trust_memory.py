@@ -56,7 +56,7 @@ def slow_atomics(monkeypatch):
     """Widen the window between the start of an atomic and the moment it reads memory (a
     preempted core): a SET that lands in it is what the atomic reads."""
     import time
-    from sim import memory
+    from triton_dist.sim import memory
 
     real = memory._cpu
 
@@ -154,8 +154,8 @@ def test_wait_value_at_the_edge_of_int64_works():
                                           (signal_wait_until_too_big, "signal_wait_until: cmp_val")])
 def test_wait_value_that_does_not_fit_is_rejected_when_compiling(kernel, what):
     """The same rule in the language layer rejects it in the Ascend lowering too."""
-    pytest.importorskip("backend_ascend")
-    from backend_ascend import lower
+    pytest.importorskip("triton_dist.backend_ascend")
+    from triton_dist.backend_ascend import lower
     from triton_dist.errors import TritonDistError
     with pytest.raises(TritonDistError, match=f"{what} 4294967296 does not fit the signal's dtype int32"):
         lower(kernel, {"sig": "*i32"}, {"V": 2 ** 32})
@@ -276,7 +276,7 @@ def store_by_raw_offset(a, DELTA: tl.constexpr):
 
 def test_raw_pointer_arithmetic_into_a_peer_heap_is_reported():
     def body():
-        from sim import context
+        from triton_dist.sim import context
         a = triton_dist.symm_tensor((16,), torch.int32)
         bases = context.runtime().heaps.bases
         store_by_raw_offset[(1,)](a, DELTA=(bases[1] - bases[0]) // 4)

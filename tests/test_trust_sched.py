@@ -28,7 +28,7 @@ SCHEDULES = [("free", None), ("random", 0), ("random", 1), ("pct", 0), ("pct", 1
 def quick_watchdog(monkeypatch):
     """The free schedule's watchdog declares a deadlock after 0.5 s of no change instead of 3 s:
     a false alarm shows up sooner, and a true one is reported sooner."""
-    from sim import watchdog
+    from triton_dist.sim import watchdog
     monkeypatch.setattr(watchdog, "STALL_SECONDS", 0.5)
 
 
@@ -259,7 +259,7 @@ def test_ranks_all_in_a_slow_host_collective_are_no_deadlock(schedule, monkeypat
     # Every rank sits in one gloo collective with the status board unchanged for longer than
     # the watchdog's window: gloo completes it (or fails it at its timeout), so it is no
     # deadlock.  Before: "no rank can make progress" on a correct program (seen under load).
-    from sim import watchdog
+    from triton_dist.sim import watchdog
     monkeypatch.setattr(watchdog, "STALL_SECONDS", 0.05)
     res = triton_dist.launch(_slow_host_collective, world_size=3, schedule=schedule, seed=1, timeout=120)
     assert res.values == [[7, 7, 7]] * 3

@@ -68,7 +68,7 @@ def test_shmem_compat_refuses_to_shadow_a_real_shmem(tmp_path, monkeypatch, caps
 
 
 def test_cann_extension_never_shadows_triton_ascend(monkeypatch):
-    from sim.compat import cann
+    from triton_dist.sim.compat import cann
     real_parent = types.ModuleType(cann.PARENT)
     real_ext = types.ModuleType(cann.MODULE)
     monkeypatch.setitem(sys.modules, cann.PARENT, real_parent)
@@ -85,7 +85,7 @@ def test_cann_extension_is_importable_on_the_simulator():
 
 def test_teams_follow_the_device_library():
     """Hand-derived from hicann/shmem's team code (evidence E): the odd ranks of 4."""
-    from sim import teams
+    from triton_dist.sim import teams
     rts = [types.SimpleNamespace(rank=r, world_size=4) for r in range(4)]
     odd = [teams.split_strided(rt, 0, 1, 2, 2) for rt in rts]
     assert odd[0] == odd[2] == -1 and odd[1] == odd[3] == 1       # slot 1: the first free after the world

@@ -11,7 +11,25 @@ defined afterwards run on it.
 """
 from __future__ import annotations
 
-from . import requirements as _requirements
+import os as _os
+
+
+def _source_tree_subpackages() -> None:
+    """Installed (pip install [-e] .), sim/, backend_ascend/ and backend_cuda/ are the
+    subpackages triton_dist.sim, ... (pyproject.toml package-dir).  A source tree put on
+    PYTHONPATH without an install finds them beside this package instead."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    root = _os.path.dirname(here)
+    if _os.path.isfile(_os.path.join(here, "sim", "__init__.py")):
+        return                                   # a wheel: they are inside this package
+    if all(_os.path.isfile(_os.path.join(root, d, "__init__.py")) for d in ("sim", "backend_ascend", "backend_cuda")) \
+            and _os.path.isfile(_os.path.join(root, "pyproject.toml")):
+        __path__.append(root)                    # noqa: F821 - the package's own __path__
+
+
+_source_tree_subpackages()
+
+from . import requirements as _requirements  # noqa: E402
 
 _requirements.check()          # torch / triton of the right kind, or an ImportError naming the extra
 

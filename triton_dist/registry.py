@@ -36,12 +36,12 @@ DEFAULT_BACKEND = "sim"
 # Only a fallback for a source tree used without `pip install -e .` (no entry points
 # registered); pyproject.toml declares the same entries, which take precedence.
 _BUILTIN = {
-    BACKENDS: {"sim": "sim.backend:SimBackend",
-               "npu": "backend_ascend.runtime:NpuBackend",
-               "cuda": "backend_cuda.runtime:CudaBackend"},
-    DEVICE_LIBRARIES: {"triton_dist_cuda": "backend_cuda.emit:emit"},
-    SUBCOMMANDS: {"run": "sim.cli:RUN", "explore": "sim.cli:EXPLORE", "replay": "sim.cli:REPLAY",
-                  "predict": "sim.predict.cli:PREDICT", "lower": "backend_ascend.cli:LOWER"},
+    BACKENDS: {"sim": "triton_dist.sim.backend:SimBackend",
+               "npu": "triton_dist.backend_ascend.runtime:NpuBackend",
+               "cuda": "triton_dist.backend_cuda.runtime:CudaBackend"},
+    DEVICE_LIBRARIES: {"triton_dist_cuda": "triton_dist.backend_cuda.emit:emit"},
+    SUBCOMMANDS: {"run": "triton_dist.sim.cli:RUN", "explore": "triton_dist.sim.cli:EXPLORE", "replay": "triton_dist.sim.cli:REPLAY",
+                  "predict": "triton_dist.sim.predict.cli:PREDICT", "lower": "triton_dist.backend_ascend.cli:LOWER"},
 }
 
 _cache: dict = {}

@@ -42,7 +42,7 @@ class InitAttr:
 
 
 def _rt():
-    from sim import context
+    from triton_dist.sim import context
     return context.runtime()
 
 
@@ -99,7 +99,7 @@ n_pes = pe_count
 
 def team_split_strided(parent, start, stride, size) -> int:
     """Collective: every PE passes the same arguments; members get the new team, others -1."""
-    from sim import teams
+    from triton_dist.sim import teams
     import triton_dist
     from triton_dist import backend
     backend.active()._agree("team_split_strided", ("team_split_strided", int(parent), int(start), int(stride),
@@ -110,20 +110,20 @@ def team_split_strided(parent, start, stride, size) -> int:
 
 
 def team_destroy(team) -> None:
-    from sim import teams
+    from triton_dist.sim import teams
     teams.destroy(_rt(), team)
 
 
 def team_my_pe(team) -> int:
-    from sim import teams
+    from triton_dist.sim import teams
     return teams.my_pe(_rt(), team)
 
 
 def team_n_pes(team) -> int:
-    from sim import teams
+    from triton_dist.sim import teams
     return teams.n_pes(_rt(), team)
 
 
 def team_translate_pe(src_team, src_pe, dest_team) -> int:
-    from sim import teams
+    from triton_dist.sim import teams
     return teams.translate_pe(_rt(), src_team, src_pe, dest_team)

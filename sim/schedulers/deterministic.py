@@ -156,7 +156,7 @@ class DeterministicScheduler:
         return self.host_slot if s is None else s
 
     def _record(self, slot, op, addr=0, value=0, where=None):
-        from sim import context
+        from triton_dist.sim import context
         if where is None:
             where = context.kernel_line(3) if context.core() is not None else ""
         heap, buf = -1, b""
