@@ -22,6 +22,8 @@ import shlex
 import sys
 import time
 
+from triton_dist.errors import LAUNCH_FAILURES
+
 
 class ScriptFailed(Exception):
     """The script exited with a non-zero status."""
@@ -147,7 +149,7 @@ def run(args) -> int:
     import triton_dist
     try:
         res = _launch(args, seed=args.seed, trace=args.trace)
-    except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
+    except LAUNCH_FAILURES as e:
         print(str(e), file=sys.stderr)
         return 1
     tail = f" (schedule {res.schedule}, seed {res.seed}, digest {res.schedule_digest})" \
@@ -201,7 +203,7 @@ def explore(args) -> int:
         try:
             _launch(args, seed=seed)
             passed += 1
-        except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
+        except LAUNCH_FAILURES as e:
             k = failure_kind(e)
             if k not in kinds:
                 digest = getattr(e, "schedule_digest", "") or getattr(getattr(e, "result", None), "schedule_digest", "")
@@ -239,7 +241,7 @@ def replay(args) -> int:
         raise CliError("replay needs a deterministic schedule: --schedule random or pct")
     try:
         res = _launch(args, seed=args.seed, trace=args.trace, events=args.events)
-    except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
+    except LAUNCH_FAILURES as e:
         print(str(e))
         if hasattr(e, "schedule_digest"):
             print(f"schedule digest {e.schedule_digest}")

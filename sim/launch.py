@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from triton_dist import launcher as L
-from triton_dist.errors import DeadlockError, RankError, TritonDistError
+from triton_dist.errors import DeadlockError, LaunchTimeoutError, RankError, TritonDistError
 
 # What the simulator uses for an option neither the caller nor the session set.
 OPTION_DEFAULTS = {"schedule": "free", "seed": None, "memory_model": "ascend", "barrier_plus_one": True,
@@ -101,13 +101,13 @@ def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
     """Run a launch (_launch); its failure is raised from here with the frames below cut off.
 
     Those frames hold every heap (world_size x 256 MiB), the board, the schedule and the
-    ranks' handles: a RankError/DeadlockError/RaceError kept by the caller (a list of
+    ranks' handles: a RankError/DeadlockError/LaunchTimeoutError/RaceError kept by the caller (a list of
     failures, pytest's report) would pin them all.  What the error says is in its message,
     its rank traceback and its replay line; a finished launch holds nothing."""
     from triton_dist.errors import RaceError
     try:
         return _launch(fn, args, kwargs, world_size=world_size, timeout=timeout, **given)
-    except (RankError, DeadlockError, RaceError) as e:
+    except (RankError, DeadlockError, LaunchTimeoutError, RaceError) as e:
         failure = e.with_traceback(None)
     raise failure
 
@@ -153,7 +153,7 @@ def _launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult
                                     (world_size, listener, heaps, board, options, fn, args, kwargs))
         try:
             outcomes = L.collect(procs, pipes, timeout, start, BoardWatchdog(board, timeout))
-        except (RankError, DeadlockError) as e:
+        except (RankError, DeadlockError, LaunchTimeoutError) as e:
             if shared is not None:
                 _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)
                 L.LAST_FAILURE.update(schedule=schedule, seed=seed, memory_model=memory_model)
@@ -206,7 +206,7 @@ def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_on
     if SESSION.get("replay_cmd"):            # set by the command line: replay it the same way
         e.replay = SESSION["replay_cmd"].format(seed=seed, schedule=schedule)
     line = f"\nseed {seed} under schedule={schedule!r}; replay exactly with: {e.replay}"
-    if isinstance(e, DeadlockError):
+    if isinstance(e, (DeadlockError, LaunchTimeoutError)):
         e.message += line
         e.args = (e.message + ("\n" + e.report if e.report else ""),)
     else:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from triton_dist.errors import DeadlockError, TritonDistError
+from triton_dist.errors import DeadlockError, LaunchTimeoutError, TritonDistError
 
 from . import board as B
 from . import context, device
@@ -181,9 +181,11 @@ class SimRuntime:
                     w.seen = v
                     self.board.seen(self.rank, core_id, int(v))
                 if time.monotonic() - w.started > self.timeout:
-                    raise DeadlockError(
-                        f"rank {self.rank} core {core_id}: {op} waited {self.timeout:.0f} s "
-                        f"(the timeout) without its condition becoming true",
+                    raise LaunchTimeoutError(
+                        f"rank {self.rank} core {core_id}: {op} timed out after {self.timeout:g} s "
+                        f"(the launch timeout) without its condition becoming true, while other tasks "
+                        f"were still running (no deadlock was detected); give it more time with "
+                        f"launch(..., timeout=SECONDS) or `--timeout SECONDS`",
                         self.board.report([self.rank]))
         finally:
             self.board.set_state(self.rank, core_id, B.RUNNING)
@@ -219,9 +221,11 @@ class SimRuntime:
         w.rounds += 1
         self.sched.spin(w)
         if time.monotonic() - w.started > self.timeout:
-            raise DeadlockError(
-                f"rank {self.rank} core {c.phys}: {kind} of {w.target} at {w.where} for "
-                f"{self.timeout:.0f} s (the timeout) without anything changing", self.board.report([self.rank]))
+            raise LaunchTimeoutError(
+                f"rank {self.rank} core {c.phys}: {kind} of {w.target} at {w.where} timed out after "
+                f"{self.timeout:g} s (the launch timeout) without anything changing, while other tasks were "
+                f"still running (no deadlock was detected); give it more time with launch(..., timeout=SECONDS) "
+                f"or `--timeout SECONDS`", self.board.report([self.rank]))
 
     def spin_reset(self):
         """The core wrote (a store, an atomic that changed memory, a primitive): it made progress."""
@@ -325,15 +329,9 @@ class SimRuntime:
         real = [(c, e) for c, e in errors if not isinstance(e, Aborted)]
         if real:
             c, e = real[0]          # the first error of the launch (schedulers list them in time order)
-            # triton's interpreter wraps what a @jit helper raises in InterpreterError(repr(e)):
-            # report the simulator's own error (a wait in a helper) as itself
-            while type(e).__name__ == "InterpreterError" and isinstance(e.__cause__, (TritonDistError, DeadlockError)):
-                e = e.__cause__
-            if isinstance(e, (TritonDistError, DeadlockError)):
-                raise e
-            where = f"in kernel {kernel}, program {c.grid_idx} of rank {self.rank}: {e}"
-            try:
-                wrapped = type(e)(where)
-            except Exception:  # noqa: BLE001 - an exception type that takes other arguments
-                wrapped = RuntimeError(f"{type(e).__name__} {where}")
-            raise wrapped from e
+            # as Triton's interpreter raises it (sim/kernel_error.py), with where it happened
+            from .kernel_error import host_error
+            out = host_error(e, kernel, c.grid_idx if c is not None else (0, 0, 0), self.rank)
+            if out is not e and out.__cause__ is e:
+                raise out from e
+            raise out

@@ -217,6 +217,7 @@ def test_deadlock_report_names_rank_line_address_and_values():
     with pytest.raises(triton_dist.DeadlockError) as ei:
         triton_dist.launch(body, world_size=2, timeout=30)
     assert time.monotonic() - t < 25
+    assert not isinstance(ei.value, TimeoutError)        # a verdict, not a timeout
     rep = str(ei.value)
     for r in (0, 1):
         assert f"rank {r} core 0: wait at test_errors.py:" in rep
@@ -232,9 +233,12 @@ def test_timeout_ends_a_long_wait():
         else:
             time.sleep(30)            # busy host code: not a deadlock, but past the timeout
     t = time.monotonic()
-    with pytest.raises(triton_dist.DeadlockError, match="timed out after 2 s"):
+    with pytest.raises(triton_dist.LaunchTimeoutError, match="timed out after 2 s") as ei:
         triton_dist.launch(body, world_size=2, timeout=2)
     assert time.monotonic() - t < 20
+    # a TimeoutError that is not a deadlock verdict, and says how to give it more time
+    assert isinstance(ei.value, TimeoutError) and not isinstance(ei.value, triton_dist.DeadlockError)
+    assert "timeout=" in str(ei.value) and "no deadlock was detected" in str(ei.value)
 
 
 def test_ranks_do_not_hang_after_the_launcher_used_openmp():

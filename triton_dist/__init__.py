@@ -35,7 +35,7 @@ _requirements.check()          # torch / triton of the right kind, or an ImportE
 
 from . import backend as _backend  # noqa: E402
 from .backend import is_ascend, is_cuda, is_hip, is_maca
-from .errors import DeadlockError, RaceError, RankError, TritonDistError
+from .errors import DeadlockError, LaunchTimeoutError, RaceError, RankError, TritonDistError
 from .launcher import LaunchResult, launch, main_or_launch
 
 __version__ = "0.1.0"
@@ -83,5 +83,6 @@ def barrier():
 _backend.backend_class().select()
 
 __all__ = ["init", "finalize", "rank", "world_size", "device", "symm_tensor", "free", "barrier",
-           "launch", "main_or_launch", "LaunchResult", "RankError", "DeadlockError", "RaceError", "TritonDistError",
+           "launch", "main_or_launch", "LaunchResult", "RankError", "DeadlockError", "LaunchTimeoutError", "RaceError",
+           "TritonDistError",
            "is_ascend", "is_cuda", "is_hip", "is_maca"]

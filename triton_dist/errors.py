@@ -31,11 +31,12 @@ class RankError(RuntimeError):
 
 
 class DeadlockError(RuntimeError):
-    """The ranks could make no progress (or the launch timed out).
+    """The ranks could make no progress: every unfinished task waits for something no task
+    can do any more.
 
     ``report`` names every stuck rank and core, the primitive it waits in, the kernel
     line, the address (symmetric tensor + offset where known) and the value awaited
-    versus the value seen.
+    versus the value seen.  A launch that merely ran too long raises LaunchTimeoutError.
     """
 
     def __init__(self, message: str, report: str = ""):
@@ -44,7 +45,28 @@ class DeadlockError(RuntimeError):
         super().__init__(message + ("\n" + report if report else ""))
 
     def __reduce__(self):
-        return (DeadlockError, (self.message, self.report))
+        return (type(self), (self.message, self.report))
+
+
+class LaunchTimeoutError(TimeoutError):
+    """A launch (or one wait inside it) ran past its `timeout` while its ranks could still be
+    making progress: not a deadlock verdict.  A TimeoutError, so `except TimeoutError` catches
+    it; not a DeadlockError.
+
+    ``report`` says where each unfinished rank was when time ran out (the same words as a
+    deadlock report); the ranks' Python stacks went to stderr.
+    """
+
+    def __init__(self, message: str, report: str = ""):
+        self.message = message
+        self.report = report
+        super().__init__(message + ("\n" + report if report else ""))
+
+    def __str__(self):            # OSError's str() would show the args as a tuple
+        return self.message + ("\n" + self.report if self.report else "")
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.report))
 
 
 def race_report(races) -> str:
@@ -71,3 +93,7 @@ class RaceError(TritonDistError):
 
     def __reduce__(self):
         return (RaceError, (self.races, self.result))
+
+
+# What a failed launch raises: the types a caller of launch() (the CLI, pytest) catches.
+LAUNCH_FAILURES = (RankError, DeadlockError, LaunchTimeoutError, RaceError)

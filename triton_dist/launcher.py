@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from . import backend as _backend
 from . import lifeline, registry
-from .errors import DeadlockError, RaceError, RankError, TritonDistError, race_report  # noqa: F401
+from .errors import DeadlockError, LaunchTimeoutError, RaceError, RankError, TritonDistError, race_report  # noqa: F401
 
 MAX_WORLD_SIZE = 64
 
@@ -78,6 +78,7 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     session default (DEFAULTS), which the pytest plugin and the command line set.
     """
     LAUNCHES[0] += 1
+    _refuse_inside_a_rank(fn, world_size)
     if not callable(fn):
         raise TritonDistError(f"launch: fn must be callable, got {type(fn).__name__}")
     if not isinstance(world_size, int) or isinstance(world_size, bool) or not 1 <= world_size <= MAX_WORLD_SIZE:
@@ -109,13 +110,33 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     return cls.launch(fn, args, kwargs, world_size=world_size, timeout=float(timeout), **options)
 
 
+def _refuse_inside_a_rank(fn, world_size) -> None:
+    """launch() in a process that is already a rank (torchrun, `triton-dist run`, a rank of
+    launch) would start a whole simulation of world_size ranks inside every rank (torchrun),
+    or fail deep in multiprocess ("daemonic processes are not allowed to have children").
+    A rank runs its code itself: say how."""
+    if "RANK" not in os.environ:
+        return
+    name = getattr(fn, "__name__", "main")
+    where = (f"rank {os.environ['RANK']} of {os.environ.get('WORLD_SIZE', '?')} "
+             f"(started by torchrun, `triton-dist run` or triton_dist.launch: RANK is set)")
+    raise TritonDistError(
+        f"launch: this process is already {where}; launch(..., world_size={world_size!r}) here would "
+        f"start a nested set of ranks inside every rank. Run the rank's code directly instead: end the "
+        f"script with `sys.exit(triton_dist.main_or_launch({name}, world_size={world_size!r}))`, which "
+        f"runs {name}() as this rank under torchrun / `triton-dist run` and launches {world_size!r} ranks "
+        f"when started with plain python; or call triton_dist.init() and then {name}() yourself")
+
+
 def main_or_launch(main, world_size=4) -> int:
     """For scripts: run `main` as this process's rank when started by torchrun or
-    `triton-dist run` (RANK is set), else launch `world_size` ranks of it on this process's
-    backend.  Returns an exit status: 0 when every rank's `main` returned something true."""
+    `triton-dist run` (RANK is set; the rank is initialized first, as `init()` does), else
+    launch `world_size` ranks of it on this process's backend.  Returns an exit status: 0
+    when every rank's `main` returned something true."""
     if "RANK" in os.environ:
+        from . import finalize, init
+        init()
         ok = main()
-        from . import finalize
         finalize()
         return 0 if ok else 1
     most = _backend.backend_class().max_ranks()
@@ -208,6 +229,8 @@ def pack_error(e: BaseException) -> bytes:
     import dill
     if isinstance(e, DeadlockError):
         return dill.dumps(("deadlock", e.message, e.report))
+    if isinstance(e, LaunchTimeoutError):
+        return dill.dumps(("timeout", e.message, e.report))
     return dill.dumps(("err", type(e).__name__, str(e), traceback.format_exc()))
 
 
@@ -264,7 +287,8 @@ def set_rank_environment(rank, world_size, backend_name) -> None:
 
 
 def collect(procs, pipes, timeout, start, watchdog=None):
-    """The ranks' outcomes in rank order; raises the first RankError/DeadlockError.
+    """The ranks' outcomes in rank order; raises the first RankError/DeadlockError/
+    LaunchTimeoutError.
 
     watchdog: None, or an object with `check(outcomes)` (called about every 0.1 s; raises
     DeadlockError when no rank can make progress) and `timeout_report()` (the report of a
@@ -307,16 +331,24 @@ def collect(procs, pipes, timeout, start, watchdog=None):
                 raise RankError(r, o[1], o[2], o[3])
             if o[0] == "deadlock":
                 raise DeadlockError(o[1], o[2])
+            if o[0] == "timeout":
+                raise LaunchTimeoutError(o[1], o[2])
         if time.monotonic() - start > timeout:
             dump_stacks(procs, outcomes)
             if watchdog is None:
                 late = ", ".join(str(r) for r, o in enumerate(outcomes) if o is None)
-                raise DeadlockError(f"launch timed out after {timeout:g} s",
-                                    f"ranks still running: {late} (their Python stacks are on stderr)")
-            raise DeadlockError(f"launch timed out after {timeout:g} s", watchdog.timeout_report())
+                raise LaunchTimeoutError(f"launch timed out after {timeout:g} s{_MORE_TIME}",
+                                         f"ranks still running: {late} (their Python stacks are on stderr)")
+            raise LaunchTimeoutError(f"launch timed out after {timeout:g} s{_MORE_TIME}", watchdog.timeout_report())
         if watchdog is not None:
             watchdog.check(outcomes)
     return outcomes
+
+
+# What a timeout says to do (the ranks were not found stuck: they may only be slow).
+_MORE_TIME = (" with ranks still running (no deadlock was detected: they may only be slow, or blocked "
+              "where the simulator cannot tell, e.g. in host code); give them more time with "
+              "launch(..., timeout=SECONDS) or `--timeout SECONDS`, or see below where each rank was")
 
 
 def _load(rank, data: bytes):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 
+from triton_dist.errors import LAUNCH_FAILURES
+
 
 def configure(p):
     from ..cli import _split_at_dashdash
@@ -57,7 +59,7 @@ def handler(args) -> int:
     for path in [args.script] + ([args.compare] if args.compare else []):
         try:
             pred = _predict(path, args)
-        except (triton_dist.RankError, triton_dist.DeadlockError, triton_dist.RaceError) as e:
+        except LAUNCH_FAILURES as e:
             print(str(e), file=sys.stderr)
             return 1
         results.append((path, pred))
