@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv with triton_dist for the simulator (the `sim` extra: torch==2.13.0 CPU,
-# triton==3.6.0) and its test tools (the `test` extra, which includes AscendNPU-IR's
+# Set up .venv with triton_dist for the simulator (the `sim` extra: torch==2.13.0 CPU, stock
+# triton 3.5 to 3.9, here TRITON_DIST_TRITON, default 3.6.0) and its test tools (the `test` extra, which includes AscendNPU-IR's
 # bishengir-opt, a ~160 MB wheel, to verify the HIVM the Ascend lowering emits).  Cheap when
 # already done: the install is skipped while pyproject.toml is unchanged since the last
 # successful install.  On an NPU host install ".[npu]" instead (docs/ascend.md): the
@@ -13,12 +13,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.triton_dist-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+triton_version=${TRITON_DIST_TRITON:-3.6.0}
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) triton==$triton_version"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] installing triton_dist[sim,test] (torch==2.13.0 CPU, triton==3.6.0, ascendnpu-ir==1.2.0, pytest)"
+  echo "[setup] installing triton_dist[sim,test] (torch==2.13.0 CPU, triton==$triton_version, ascendnpu-ir==1.2.0, pytest)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   # torch is pinned exactly, so pip takes the CPU wheel on this machine's disk.
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[sim,test]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[sim,test]" "triton==$triton_version"
   echo "$want" > "$stamp"
 else
   echo "[setup] .venv is up to date"

@@ -12,6 +12,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FOLDERS = {"triton_dist": "triton_dist", "sim": "triton_dist.sim", "backend_ascend": "triton_dist.backend_ascend",
            "backend_cuda": "triton_dist.backend_cuda"}
+PLUGIN = "triton_dist_pytest"
 
 
 def _config():
@@ -24,16 +25,19 @@ def test_every_package_folder_is_listed_under_its_namespaced_name():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder).parts
             want.add(".".join((name,) + rel))
+    # the one top-level name besides triton_dist: the pytest plugin's folder, installed again as
+    # triton_dist_pytest so that pytest loads it without importing triton_dist (issue 22 item 5)
+    want.add(PLUGIN)
     cfg = _config()
     assert set(cfg["packages"]) == want
-    assert cfg["package-dir"] == {name: folder for folder, name in FOLDERS.items()}
+    assert cfg["package-dir"] == {**{name: folder for folder, name in FOLDERS.items()}, PLUGIN: "triton_dist/pytest_plugin"}
 
 
 def test_entry_points_name_only_namespaced_modules():
     eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     for group, entries in eps.items():
         for name, target in entries.items():
-            assert target.split(".")[0] == "triton_dist", f"{group} {name} = {target}"
+            assert target.split(".")[0] in ("triton_dist", PLUGIN), f"{group} {name} = {target}"
 
 
 SCRIPT = """
@@ -80,7 +84,7 @@ def test_the_wheel_holds_the_backends_under_triton_dist(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for want in ("triton_dist/sim/backend.py", "triton_dist/sim/predict/profiles/atlas-a2.json",
                  "triton_dist/backend_ascend/hivm.py", "triton_dist/backend_cuda/devlib.py",
-                 "triton_dist/language/extra/ascend/libshmem_device.py"):
+                 "triton_dist/language/extra/ascend/libshmem_device.py", f"{PLUGIN}/__init__.py"):
         assert want in names
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert tops == {"triton_dist"}, tops
+    assert tops == {"triton_dist", PLUGIN}, tops

@@ -80,6 +80,8 @@ def test_need_ranks_skips_only_on_cuda(monkeypatch):
 
 
 SESSION_TEST = '''
+import triton_dist
+
 def test_plain():
     pass
 

@@ -1,4 +1,12 @@
-"""pytest plugin of triton_dist (registered as a pytest11 entry point).
+"""pytest plugin of triton_dist (registered as a pytest11 entry point, as the top-level
+`triton_dist_pytest`: loading it must not import triton_dist, see below).
+
+It changes nothing for a suite that does not use triton_dist: nothing is imported until a
+test takes the `backend` fixture or marker, or the test's own code imports triton_dist (a
+plain Triton test under TRITON_INTERPRET=1 runs on Triton's interpreter as without the
+plugin).  Where triton_dist cannot run (its triton is not supported, ...), the options are
+still registered, pytest's header says why once, the tests using its fixture or marker skip
+with that reason and every other test runs.
 
 Options:
   --backend sim,npu,cuda backends for the `backend` fixture (default: every available one);
@@ -15,8 +23,8 @@ Which backend kernels are built for is fixed per process (TRITON_DIST_BACKEND, s
 triton_dist.backend.resolve): the simulator interprets them, cuda compiles them.  So the
 sim variants run in a simulator session (the default: conftest.py sets
 TRITON_DIST_BACKEND=sim) and the cuda variants in a session started with
-TRITON_DIST_BACKEND=cuda, where every test that does not take the `backend` fixture is
-skipped as simulator-only:
+TRITON_DIST_BACKEND=cuda, where every test of a module using triton_dist that does not take
+the `backend` fixture is skipped as simulator-only:
 
     TRITON_DIST_BACKEND=cuda python -m pytest --backend cuda tests/
 
@@ -27,10 +35,77 @@ memory (nothing named in /dev/shm), so workers cannot collide and nothing is lef
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
+import sys
 
 import pytest
+
+# The plugin is loaded (pytest11) by every pytest session of an environment where triton_dist
+# is installed, most of which have nothing to do with it: a plain Triton test under
+# TRITON_INTERPRET=1 must not find the simulator's interpreter installed.  So nothing here
+# imports triton_dist until a test uses it: its `backend` fixture or marker (then the plugin
+# imports it), or the test's own import of triton_dist (then the plugin applies its options to
+# what is already loaded).  Where triton_dist cannot run, those tests skip saying why, and the
+# rest run.
+_state: dict = {}
+
+
+def _probe() -> str | None:
+    """Why triton_dist cannot be imported here, found from files alone (its requirements check,
+    triton_dist/requirements.py, loaded by path without importing the package); None if nothing
+    is known to be wrong."""
+    if "probe" not in _state:
+        _state["probe"] = _read_requirements()
+    return _state["probe"]
+
+
+def _read_requirements() -> str | None:
+    try:
+        spec = importlib.util.find_spec("triton_dist")      # finds, does not import
+    except (ImportError, ValueError) as e:
+        return f"triton_dist cannot be found: {e}"
+    if spec is None or not spec.submodule_search_locations:
+        return "triton_dist is not installed as a package"
+    path = os.path.join(list(spec.submodule_search_locations)[0], "requirements.py")
+    try:
+        rspec = importlib.util.spec_from_file_location("_triton_dist_requirements_probe", path)
+        mod = importlib.util.module_from_spec(rspec)
+        rspec.loader.exec_module(mod)
+        missing = mod.problems()
+    except Exception as e:  # noqa: BLE001 - the probe must never break pytest
+        return f"triton_dist's requirements cannot be checked ({type(e).__name__}: {e})"
+    return f"triton_dist needs {'; '.join(missing)}" if missing else None
+
+
+def _activate() -> str | None:
+    """Import triton_dist (a test uses it); None when it is usable, else why not (once)."""
+    if "active" not in _state:
+        why = _probe()
+        if why is None:
+            try:
+                import triton_dist  # noqa: F401
+            except Exception as e:  # noqa: BLE001 - reported in the skip reason instead
+                why = f"import triton_dist failed: {type(e).__name__}: {e}"
+        _state["active"] = why
+    return _state["active"]
+
+
+def _loaded() -> bool:
+    """Has something in this session imported triton_dist (a conftest, a test module)?"""
+    return "triton_dist.launcher" in sys.modules
+
+
+def _registered_backends() -> list:
+    """Backend names from the installed entry points, without importing triton_dist (empty
+    when its metadata is not there: a source tree on PYTHONPATH)."""
+    from importlib import metadata
+    try:
+        return [ep.name for ep in metadata.entry_points(group="triton_dist.backends")]
+    except Exception:  # noqa: BLE001
+        return []
+
 
 def _backends() -> list:
     from triton_dist import registry
@@ -57,6 +132,9 @@ def _available(name: str):
 
     Which backend kernels are built for is fixed per process: a backend's tests run only in
     a session of that backend, and only where its class reports nothing missing."""
+    why = _activate()
+    if why:
+        return why
     from triton_dist import registry
     from triton_dist.errors import TritonDistError
     try:
@@ -103,34 +181,65 @@ def pytest_addoption(parser):
                 help="check every launch for unordered conflicting accesses")
 
 
-def _selected(config):
+def _requested(config) -> list | None:
     raw = config.getoption("--backend")
-    if raw is None:
-        return [b for b in _backends() if _available(b) is None] or [_default_backend()]
-    names = [b.strip() for b in raw.split(",") if b.strip()]
-    bad = [b for b in names if b not in _backends()]
+    return None if raw is None else [b.strip() for b in raw.split(",") if b.strip()]
+
+
+def _check_requested(names, known) -> None:
+    bad = [b for b in names if b not in known]
     if bad:
         raise pytest.UsageError(f"--backend: unknown backend(s) {', '.join(bad)}; choose from "
-                                f"{', '.join(_backends())}")
+                                f"{', '.join(known)}")
+
+
+def _selected(config):
+    names = _requested(config)
+    if _activate():                  # triton_dist cannot run: its tests skip, saying why
+        return names or ["sim"]
+    if names is None:
+        return [b for b in _backends() if _available(b) is None] or [_default_backend()]
+    _check_requested(names, _backends())
     return names
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "backend(name): the test needs this backend (sim, npu or cuda)")
-    _selected(config)                 # a bad --backend is a usage error before collection
+    names = _requested(config)
+    if names is not None:       # asking for backends is using triton_dist: a bad name is a usage error now
+        known = _backends() if _activate() is None else _registered_backends()
+        if known:
+            _check_requested(names, known)
+    if config.getoption("--sim-seeds") < 1:
+        raise pytest.UsageError("--sim-seeds must be at least 1")
+    if config.getoption("--sim-seeds") > 1 and config.getoption("--sim-schedule") in (None, "free"):
+        raise pytest.UsageError("--sim-seeds needs --sim-schedule random or pct")
+
+
+def _apply_options(config) -> None:
+    """Once triton_dist is loaded: the session's defaults of triton_dist.launch."""
+    if getattr(config, "_triton_dist_saved", None) is not None or not _loaded():
+        return
     from triton_dist import launcher
     config._triton_dist_saved = dict(launcher.DEFAULTS)
     schedule = config.getoption("--sim-schedule")
-    if config.getoption("--sim-seeds") < 1:
-        raise pytest.UsageError("--sim-seeds must be at least 1")
-    if config.getoption("--sim-seeds") > 1 and schedule in (None, "free"):
-        raise pytest.UsageError("--sim-seeds needs --sim-schedule random or pct")
     if schedule is not None:
         launcher.DEFAULTS["schedule"] = schedule
     if config.getoption("--sim-seed") is not None:
         launcher.DEFAULTS["seed"] = config.getoption("--sim-seed")
     if config.getoption("--sim-race-check"):
         launcher.DEFAULTS["race_check"] = True
+
+
+def pytest_report_header(config):
+    why = _probe()
+    if why:
+        return [f"triton_dist: cannot run here, its tests skip: {why}"]
+    if not _loaded():
+        return ["triton_dist: not imported (activated by the first test that uses it)"]
+    line = sys.modules.get("triton_dist.sim.interp")
+    api = getattr(getattr(line, "API", None), "line", None)
+    return [f"triton_dist: active{f' on {api}' if api else ''}"]
 
 
 def pytest_unconfigure(config):
@@ -141,25 +250,49 @@ def pytest_unconfigure(config):
         launcher.DEFAULTS.update(saved)
 
 
+def _uses_our_backend_fixture(item_or_metafunc) -> bool:
+    """The test takes this plugin's `backend` fixture (not another plugin's or conftest's of that name)."""
+    if "backend" not in getattr(item_or_metafunc, "fixturenames", ()):
+        return False
+    info = getattr(item_or_metafunc, "_arg2fixturedefs", None)
+    if info is None:
+        info = getattr(getattr(item_or_metafunc, "_fixtureinfo", None), "name2fixturedefs", {})
+    defs = info.get("backend") or ()
+    return bool(defs) and getattr(getattr(defs[-1], "func", None), "__module__", None) == __name__
+
+
+def _module_uses_triton_dist(item) -> bool:
+    module = getattr(item, "module", None)
+    for value in vars(module).values() if module is not None else ():
+        name = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
+        if isinstance(name, str) and (name == "triton_dist" or name.startswith("triton_dist.")):
+            return True
+    return False
+
+
 def pytest_collection_modifyitems(config, items):
     """In a session of another backend than the default (the simulator), only the tests
-    that take the `backend` fixture (or are marked for that backend) run: everything else
-    asserts what the simulator does."""
+    that take the `backend` fixture (or are marked for that backend) run of those that use
+    triton_dist: the others assert what the simulator does.  Tests that do not use
+    triton_dist are left alone."""
+    if not _loaded():
+        return
     which = _session_backend()
     if which is None or which == _default_backend():
         return
     skip = pytest.mark.skip(reason=f"simulator-only test: this session compiles kernels for {which.upper()} "
                                    f"(TRITON_DIST_BACKEND={which})")
     for item in items:
-        if "backend" in getattr(item, "fixturenames", ()):
+        if _uses_our_backend_fixture(item):
             continue
         if any(which in mark.args for mark in item.iter_markers("backend")):
             continue
-        item.add_marker(skip)
+        if _module_uses_triton_dist(item):
+            item.add_marker(skip)
 
 
 def pytest_generate_tests(metafunc):
-    if "backend" in metafunc.fixturenames:
+    if _uses_our_backend_fixture(metafunc):
         metafunc.parametrize("backend", _selected(metafunc.config), indirect=True)
 
 
@@ -174,7 +307,11 @@ def backend(request):
 
 
 def pytest_runtest_setup(item):
+    _apply_options(item.config)
     for mark in item.iter_markers("backend"):
+        why = _activate()
+        if why:
+            pytest.skip(why)
         for name in mark.args:
             if name not in _selected(item.config):
                 pytest.skip(f"backend {name!r} is not selected (--backend)")
@@ -187,7 +324,7 @@ def pytest_runtest_setup(item):
 def pytest_pyfunc_call(pyfuncitem):
     """With --sim-seeds K, call the test once per seed; stop at the first failing seed."""
     k = pyfuncitem.config.getoption("--sim-seeds")
-    if k <= 1:
+    if k <= 1 or not _loaded():
         return None
     from triton_dist import launcher
     first = pyfuncitem.config.getoption("--sim-seed") or 0
@@ -227,7 +364,7 @@ def replay_line(item) -> str:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    if rep.when == "call" and rep.failed:
+    if rep.when == "call" and rep.failed and _loaded():
         from triton_dist import launcher
         if launcher.LAST_LAUNCH:
             line = replay_line(item)
@@ -239,6 +376,6 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(autouse=True)
 def _triton_dist_forget_last_launch():
     """Each test's replay line describes that test's own launches."""
-    from triton_dist import launcher
-    launcher.LAST_LAUNCH.clear()
+    if _loaded():
+        sys.modules["triton_dist.launcher"].LAST_LAUNCH.clear()
     yield
