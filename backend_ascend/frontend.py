@@ -164,7 +164,10 @@ def _ttir_passes(module, context):
     passes.common.add_licm(pm)
     passes.common.add_symbol_dce(pm)
     passes.ttir.add_loop_unroll(pm)
-    pm.run(module, "ttir")
+    try:
+        pm.run(module, "ttir")          # 3.6 on: the stage's name (for its dump/timing options)
+    except TypeError:                   # 3.5: run(module) only; pybind refuses the call before running
+        pm.run(module)
 
 
 def build_ttir(fn, signature, constexprs=None, *, extern_libs=None):

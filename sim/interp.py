@@ -10,7 +10,9 @@ What the simulator needs from the interpreter, and what is changed to get it:
   a scalar (data cache) or a block (DMA);
 - the code objects of interpreted functions are recorded, so a report can name the
   kernel line.
-The canary test (tests/test_canary.py) checks each of these entry points exists.
+How each Triton release does these things differs; sim/tritonapi/ holds one adapter per
+API generation (chosen by feature detection) and this module asks only `API`.  The canary
+test (tests/test_canary.py) checks that the live adapter's entry points exist.
 """
 from __future__ import annotations
 
@@ -25,23 +27,17 @@ from triton.language import semantic as _semantic_mod
 from triton.runtime import interpreter as _interp
 
 from . import context, memory
+from .tritonapi import detect
 
+# The adapter of the installed triton's interpreter generation (sim/tritonapi/): every
+# difference between Triton releases is answered there; this module asks only it.
+API = detect()
 _installed = False
 _patch_lang = _interp._patch_lang      # the original, used by the grid executor
 _access = threading.local()   # .scalar: is the current tl.load/tl.store on a scalar pointer
 
-# Entry points the simulator relies on; the canary test asserts all of them exist.
-REQUIRED = (
-    (_interp, "GridExecutor"), (_interp.GridExecutor, "__call__"), (_interp.GridExecutor, "_init_args_hst"),
-    (_interp, "InterpreterBuilder"), (_interp, "interpreter_builder"), (_interp, "_patch_lang"),
-    (_interp, "_implicit_cvt"), (_interp, "_patch_lang_tensor"), (_interp, "InterpretedFunction"), (_interp.InterpretedFunction, "rewrite"),
-    (_interp, "TensorHandle"), (_interp, "_get_np_dtype"),
-    (_interp.InterpreterBuilder, "create_masked_load"), (_interp.InterpreterBuilder, "create_masked_store"),
-    (_interp.InterpreterBuilder, "create_atomic_rmw"), (_interp.InterpreterBuilder, "create_atomic_cas"),
-    (_interp.InterpreterBuilder, "create_get_program_id"), (_interp.InterpreterBuilder, "create_dot"),
-    (_interp, "_LangPatchScope"), (_interp.InterpreterBuilder, "create_get_num_programs"),
-    (_semantic_mod.TritonSemantic, "_load_legacy"), (_semantic_mod.TritonSemantic, "_store_legacy"),
-)
+# Entry points the simulator relies on on this triton; the canary test asserts all of them exist.
+REQUIRED = API.entry_points()
 
 TensorHandle = _interp.TensorHandle
 np_dtype_of = _interp._get_np_dtype
@@ -66,7 +62,10 @@ def _num_programs(self, axis):
     return TensorHandle(np.array([dim[axis]], dtype=np.int32), triton.language.int32)
 
 
-def _masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+# The trailing arguments are the access's cache policy and volatility, which the memory model
+# does not use: (cache_modifier, eviction_policy, is_volatile) up to 3.8, (cache_policy,
+# is_volatile) from 3.9.
+def _masked_load(self, ptrs, mask, other, *_policy):
     dtype_tt = ptrs.get_element_ty()
     dtype_np = np_dtype_of(dtype_tt)
     if other is None:
@@ -75,7 +74,7 @@ def _masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_vo
     return TensorHandle(memory.load(ptrs.data, mask.data, other.data, dtype_np, scalar, _base(ptrs)), dtype_tt)
 
 
-def _masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
+def _masked_store(self, ptrs, value, mask, *_policy):
     return memory.store(ptrs.data, value.data, mask.data, getattr(_access, "scalar", False), _base(ptrs))
 
 
@@ -159,7 +158,7 @@ def _patch_lang_outside_launches(orig):
     # `range(tensor)` in them).  During a launch everything is patched already.
     def patch(fn):
         if _launches_running[0]:
-            return _interp._LangPatchScope()
+            return API.empty_scope()
         return orig(fn)
     return patch
 
@@ -195,7 +194,7 @@ def _grid_call(self, *args_dev, **kwargs):
     from triton_dist.errors import TritonDistError
     rt = context.runtime()
     argspec = inspect.getfullargspec(self.fn)
-    kwargs = {k: v for k, v in kwargs.items() if k in argspec.args}
+    kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
     tensors = []
     for name, a in list(zip(self.arg_names, args_dev)) + list(kwargs.items()):
         t = _interp._unwrap_tensor(a)
@@ -205,9 +204,9 @@ def _grid_call(self, *args_dev, **kwargs):
                     f"kernel {self.fn.__name__}: argument {name!r} is on {t.device}; the simulator "
                     f"runs on the CPU, so pass tensors from triton_dist.symm_tensor or on 'cpu'")
             tensors.append((name, t))
-    for hook in self.pre_run_hooks:
+    for hook in API.pre_run_hooks(self):
         hook(*args_dev, **kwargs)
-    patch_scope = _patch_lang(_ALL_LANG)
+    patch_scope = API.patch_lang(_patch_lang, _ALL_LANG)
     _launches_running[0] += 1
     try:
         args = inspect.getcallargs(self.fn, *args_dev, **kwargs)
@@ -224,13 +223,10 @@ def _grid_call(self, *args_dev, **kwargs):
         patch_scope.restore()
 
 
-def _patched_lang_tensor(orig):
-    # triton 3.6 converts a scalar (a shape-(1,) array) with int(array), which numpy >= 2.4
-    # refuses for ndim > 0; `range(dl.num_ranks())` in a kernel needs it.
-    def patch(tensor, scope):
-        orig(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.ravel()[0]))
-    return patch
+def _index(self):
+    # Triton's own tl.tensor.__index__ is int(array) of a shape-(1,) array up to 3.6, which numpy
+    # >= 2.4 refuses for ndim > 0; `range(dl.num_ranks())` in a kernel needs it.
+    return int(self.handle.data.ravel()[0])
 
 
 def _interpret_triton_stdlib() -> None:
@@ -279,7 +275,7 @@ def install() -> None:
         return
     triton.knobs.runtime.interpret = True
     _interpret_triton_stdlib()
-    B = _interp.InterpreterBuilder
+    B = API.builder_class()
     B.create_get_program_id = _program_id
     B.create_get_num_programs = _num_programs
     B.create_masked_load = _masked_load
@@ -287,19 +283,17 @@ def install() -> None:
     B.create_atomic_rmw = _atomic_rmw
     B.create_atomic_cas = _atomic_cas
     S = _semantic_mod.TritonSemantic
-    S._load_legacy = _flag_scalar(S._load_legacy)
-    S._store_legacy = _flag_scalar(S._store_legacy)
+    for name in API.scalar_access_methods:
+        setattr(S, name, _flag_scalar(getattr(S, name)))
     _interp.InterpretedFunction.rewrite = _recording_rewrite(_interp.InterpretedFunction.rewrite)
     _interp.GridExecutor.__call__ = _grid_call
-    _interp._patch_lang_tensor = _patched_lang_tensor(_interp._patch_lang_tensor)
+    _interp._patch_lang_tensor = API.lang_tensor_patch(_interp._patch_lang_tensor, _index)
     global _patch_lang
     _patch_lang = _interp._patch_lang
     _interp._patch_lang = _patch_lang_outside_launches(_patch_lang)
     B.create_dot = _dot(B.create_dot)
     B.create_addptr = _addptr(B.create_addptr)
-    for name, pos in (("create_splat", (1,)), ("create_broadcast", (0,)), ("create_expand_dims", (0,)),
-                      ("create_reshape", (0,)), ("create_trans", (0,)), ("create_bitcast", (0,)),
-                      ("create_unsplat", (0,)), ("create_select", (1, 2)), ("create_cat", (0, 1)),
-                      ("create_join", (0, 1))):
+    for name, pos in API.pointer_ops():
         setattr(B, name, _keeps_base(getattr(B, name), *pos))
+    API.install_device_ops(B)
     _installed = True

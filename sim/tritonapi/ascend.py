@@ -1,0 +1,65 @@
+"""triton-ascend's main line (triton-lang/triton-ascend a84b1eb5, Ascend/triton-ascend eeb030e7):
+Triton 3.5.0's interpreter plus python/triton/runtime/ascend_interpreter.py.  Differences from
+stock 3.5 (g35), read at those commits:
+- the interpreter's builder is an AscendInterpreterBuilder (interpreter.py :1201-1206), whose
+  extension ops are builder methods: create_get_sub_vec_id (:429), sync_block_set/wait/all
+  (:449-481, no-ops), the data ops create_extract_scalar, create_insert_slice,
+  create_extract_slice, create_index_select_simd, create_gather_out_to_ub,
+  create_scatter_ub_to_out, create_index_put, create_sort, create_flip (:224-651);
+- `_patch_lang` ends with interpreter_builder.patch_extensions(fn) (interpreter.py :1152),
+  which also sets triton.language.extra.cann.extension's scope/parallel and tl.reduce;
+- GridExecutor.__call__ runs the grid through execute_with_sub_vec_simulation (:1323), twice
+  in sequence when sub_vec_id was read.
+
+The real triton.language.extra.cann.extension stays the kernels' frontend (its argument
+checks, its builder calls); the simulator's models replace the builder methods behind it
+where the simulator knows more than a sequential interpreter: sub_vec_id answers for the
+block's two concurrent sub-core instances (sim/runtime.py), sync_block_* synchronize
+(sim/cann_device.py), and the ops that read or write global memory go through the
+simulator's memory model.  The value-only data ops (slices, get_element, sort, flip) keep
+triton-ascend's own implementations.  The grid executor is the simulator's, so the
+sequential re-run never happens.
+"""
+from __future__ import annotations
+
+from triton.runtime import interpreter as _interp
+
+from .g35 import Generation35, _is_ascend_builder
+
+EXTENSION = "triton.language.extra.cann.extension"
+# builder methods the simulator's models replace (sim/cann_device.py)
+ROUTED = ("create_get_sub_vec_id", "sync_block_set", "sync_block_wait", "sync_block_all",
+          "create_gather_out_to_ub", "create_scatter_ub_to_out", "create_index_put", "create_index_select_simd")
+KEPT = ("create_extract_scalar", "create_insert_slice", "create_extract_slice", "create_sort", "create_flip")
+
+
+class AscendMain(Generation35):
+    line = "triton-ascend main (Triton 3.5 + Ascend interpreter)"
+
+    @classmethod
+    def matches(cls) -> bool:
+        return not hasattr(_interp, "_LangPatchScope") and _is_ascend_builder()
+
+    @classmethod
+    def own_entry_points(cls) -> tuple:
+        B = _interp.AscendInterpreterBuilder
+        return tuple((B, name) for name in ROUTED + KEPT + ("patch_extensions",))
+
+    @staticmethod
+    def patched_objects() -> list:
+        import importlib
+        ext = importlib.import_module(EXTENSION)
+        return Generation35.patched_objects() + [ext]
+
+    def install_device_ops(self, builder_class) -> None:
+        from .. import cann_device
+        for name in ROUTED:
+            setattr(builder_class, name, getattr(cann_device, name))
+        # the extension's frontend reaches sub_vec_id through builder._ascend_builder (set on
+        # compile builders only, extension/builder.py :65; semantic.py :90)
+        builder_class._ascend_builder = property(lambda self: self)
+
+    def extension_module(self):
+        """The real triton.language.extra.cann.extension (sim/compat/cann.py steps aside)."""
+        import importlib
+        return importlib.import_module(EXTENSION)
