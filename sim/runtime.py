@@ -12,7 +12,7 @@ from . import board as B
 from . import context, device
 from .compat import cann
 from .memory import AddressSpace, Buffer
-from .spin import SpinWatch
+from .spin import POLLING, SPINNING, SpinWatch
 
 
 # what the board calls a core spinning on each kind of poll (board.report words each)
@@ -205,10 +205,15 @@ class SimRuntime:
         sw = c.spin
         if sw is None:
             sw = c.spin = SpinWatch()
-        if not sw.observe(key, value):
+        state = sw.observe(key, value)
+        if state != SPINNING:
             if sw.waiter is not None:
                 sw.waiter = None
                 self.board.set_state(self.rank, c.phys, B.RUNNING)
+            if state == POLLING:        # no deadlock, but let every other runnable task go first
+                if self.abort.is_set():
+                    raise Aborted()
+                self.sched.poll(key)
             return
         shown = _first(value)
         w = sw.waiter

@@ -12,17 +12,28 @@ Everything the core computes between two such visits is a function of that state
 memory, so the next round repeats too until some other task writes: the core is blocked
 until someone writes (what the deterministic schedules and the free watchdog treat it as).
 
+"Equal locals" leaves out the locals that the loops around the poll assign but never
+branch on (sim/loop_state.py): a poll that counts its rounds (`rounds += 1`) spins all the
+same, since nothing it will do depends on the count (issue 26 item 2).
+
 Reading one address twice is NOT spinning: a loop that re-reads a scale factor changes its
 loop counter or accumulator every round, so its state never repeats (issue 14 item 2;
 a false alarm is worse than a late report).  Python keeps a `for` loop's iterator on the
 frame's value stack, out of reach; a loop over identical items (`for x in (a, a, a)`) could
 look like a repeat, so a spin is declared only after SPIN_REPEATS identical visits in a row.
+
+A weaker state, POLLING: the core comes back to the same poll seeing the same value, with
+no write and no other fresh read in between (every read since repeated its own last
+value), but some local it branches on moves (`while flag == 0 and rounds < LIMIT`).  It
+may still get out by itself, so it is no deadlock; but it only polls, so the deterministic
+schedules run every other runnable task before it (PCT must not starve the task it waits
+for behind its priority: issue 26 item 2).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import context
+from . import context, loop_state
 
 SPIN_REPEATS = 16      # identical consecutive visits of one poll before the core counts as spinning
 MAX_POLLS = 64         # distinct polls remembered per core (a loop over many addresses forgets)
@@ -34,39 +45,62 @@ except Exception:  # noqa: BLE001 - only used to compare values
     _TENSOR = _CONSTEXPR = ()
 
 
+PROGRESS, POLLING, SPINNING = range(3)    # what observe() says about a visit
+
+
 class SpinWatch:
     """Per core: the last visit of each poll, and how often it repeated."""
-    __slots__ = ("first", "visits", "waiter")
+    __slots__ = ("first", "visits", "waiter", "fresh")
 
     def __init__(self):
         self.first = set()     # poll keys seen once (no state taken yet: cheap for loops over addresses)
-        self.visits = {}       # (key, point) -> [value, snapshot, repeats]
+        self.visits = {}       # (key, point) -> [value, snapshot, repeats, loose repeats, fresh reads then]
         self.waiter = None     # the runtime's Waiter while the core counts as spinning
+        self.fresh = 0         # reads that saw a new address or a new value
 
     def reset(self) -> None:
         self.first.clear()
         self.visits.clear()
 
-    def observe(self, key, value) -> bool:
-        """A poll `key` (hashable: kind and addresses) read `value`; True when this visit is
-        the SPIN_REPEATS-th identical repeat in a row (or later)."""
+    def observe(self, key, value) -> int:
+        """A poll `key` (hashable: kind and addresses) read `value`: SPINNING when this visit
+        is the SPIN_REPEATS-th identical repeat in a row (or later), POLLING when it is such a
+        repeat of the value and of every read since but some branched-on local moved."""
         if key not in self.first:
             if len(self.first) >= MAX_POLLS:
                 self.reset()
             self.first.add(key)
-            return False
+            self.fresh += 1
+            return PROGRESS
         frames = _kernel_frames()
         point = tuple((f.f_code, f.f_lasti) for f in frames)
-        snap = [dict(f.f_locals) for f in frames]
+        snap = [_branched_on_locals(f) for f in frames]
         k = (key, point)
         v = self.visits.get(k)
-        if v is not None and same(v[0], value) and all(_same_locals(a, b) for a, b in zip(v[1], snap)):
-            v[2] += 1
-            return v[2] >= SPIN_REPEATS
+        if v is not None and same(v[0], value):
+            v[3] = v[3] + 1 if v[4] == self.fresh else 0
+            v[4] = self.fresh
+            if all(_same_locals(a, b) for a, b in zip(v[1], snap)):
+                v[2] += 1
+                if v[2] >= SPIN_REPEATS:
+                    return SPINNING
+            else:
+                v[1], v[2] = snap, 0
+            return POLLING if v[3] >= SPIN_REPEATS else PROGRESS
+        self.fresh += 1
         if len(self.visits) >= MAX_POLLS:
             self.visits.clear()
-        self.visits[k] = [value, snap, 0]
-        return False
+        self.visits[k] = [value, snap, 0, 0, self.fresh]
+        return PROGRESS
+
+
+def _branched_on_locals(f) -> dict:
+    """The frame's locals, less those its loops assign but never branch on (sim/loop_state.py)."""
+    loc = f.f_locals
+    ignored = loop_state.ignored_locals(f.f_code, f.f_lineno, f.f_globals)
+    if not ignored:
+        return dict(loc)
+    return {k: v for k, v in loc.items() if k not in ignored}
 
 
 def _kernel_frames():

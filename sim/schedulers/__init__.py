@@ -5,6 +5,8 @@
 - point(): called before every device memory access and primitive (a scheduling point);
 - spin(waiter): called after every failed round of a wait; may raise when nothing can
   ever change what the waiter sees;
+- poll(key): called when a core re-polls without progress but may still get out by itself
+  (sim/spin.py POLLING): let every other runnable task run first;
 - host_call(what): context manager around a blocking host call (collectives);
 - digest(): a string that identifies the decisions taken so far.
 """

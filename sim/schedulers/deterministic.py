@@ -42,6 +42,7 @@ from .. import dma
 
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
+SPINS, POLLS = 1, 2          # sh.spinning: blocked until a write (spin); only polling (sim/spin.py)
 MASK64 = (1 << 64) - 1
 SPIN_BEFORE_SLEEP = 200
 WAKE_CHECK_SECONDS = 0.5     # a task sleeping for the baton checks this often that its launcher lives
@@ -76,7 +77,7 @@ class SharedSchedule:
         self.per_rank = cores + 1
         n = self.n = world_size * self.per_rank
         layout = [("u", np.uint64, 8), ("i", np.int64, 4), ("state", np.int64, n), ("spinning", np.int64, n),
-                  ("poll_epoch", np.uint64, n), ("prio", np.int64, n), ("live_cores", np.int64, n)]
+                  ("poll_epoch", np.uint64, n), ("polled_at", np.uint64, n), ("prio", np.int64, n), ("live_cores", np.int64, n)]
         size = sum(np.dtype(t).itemsize * k for _, t, k in layout) + EVENT.itemsize * EVENTS
         self._mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
         off = 0
@@ -189,12 +190,24 @@ class DeterministicScheduler:
             self._deadlock("no task can run: every unfinished task is blocked")
         # A task spinning in a wait is blocked until something is written somewhere: polling
         # again before that can only see the same value.
-        stuck = (sh.spinning[cand] != 0) & (sh.poll_epoch[cand] == sh.u[EPOCH])
+        unchanged = sh.poll_epoch[cand] == sh.u[EPOCH]
+        stuck = (sh.spinning[cand] == SPINS) & unchanged
         if stuck.any():
             if stuck.all():
                 self._deadlock("every runnable task is spinning and nothing has been written since "
                                "each last looked: none of them can ever see a change (deadlock or livelock)")
-            cand = cand[~stuck]
+            cand, unchanged = cand[~stuck], unchanged[~stuck]
+        # A task that only polls (sim/spin.py POLLING) may still get out by itself, but
+        # every other runnable task goes first: no priority lets it starve the one it waits for.
+        # When only pollers are left, they take turns (the one that polled longest ago runs):
+        # two loops that each re-read unchanged memory -- a bounded wait and the producer's
+        # loop over the same data -- both get on (CHESS's fair scheduling of yields).
+        polling = (sh.spinning[cand] == POLLS) & unchanged
+        if polling.any():
+            if not polling.all():
+                cand = cand[~polling]
+            else:
+                cand = cand[[int(sh.polled_at[cand].argmin())]]
         nxt = int(self.choose(cand, me))
         u = sh.u
         u[STEPS] += 1
@@ -269,9 +282,17 @@ class DeterministicScheduler:
         dma.drain()                   # a waiting core's pipes drain (sim/dma.py)
         me = self._my_slot()
         sh = self.sh
-        sh.spinning[me] = 1
+        sh.spinning[me] = SPINS
         sh.poll_epoch[me] = sh.u[EPOCH]
         self._record(me, "spin " + waiter.op, waiter.addr, int(waiter.seen or 0), waiter.where)
+        self._switch(me, self._next(me))
+
+    def poll(self, key):
+        me = self._my_slot()
+        sh = self.sh
+        sh.spinning[me] = POLLS
+        sh.poll_epoch[me] = sh.u[EPOCH]
+        sh.polled_at[me] = sh.u[STEPS]
         self._switch(me, self._next(me))
 
     def digest(self) -> str:

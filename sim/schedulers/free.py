@@ -85,6 +85,9 @@ class FreeScheduler:
         else:
             time.sleep(min(0.0005, 0.00002 * (n - 63)))
 
+    def poll(self, key):
+        pass                    # every core runs anyway: a poller starves nobody here
+
     @contextlib.contextmanager
     def host_call(self, what):
         yield
