@@ -14,13 +14,17 @@ What each builtin means on an Atlas A2 and how the simulator models it:
 - sub_vec_num(): 2 (vector cores per AI core on A2/A3).
 - sync_block_all(mode, event_id): a barrier of the launch's cores ("all", "all_vector",
   "all_cube": the simulator's cores are all of them); "all_sub_vector" is not modelled.
-- sync_block_set / sync_block_wait: cube<->vector flags.  The simulator runs no separate
-  cube instance (each vector instance computes its dots itself), so a flag between them is
-  always satisfied: no-ops.
+- sync_block_set / sync_block_wait: cube<->vector flags, counted (sim/cann_device.py); the
+  simulator runs a block's cube and vector code in one instance, so a wait without an
+  earlier set is a deadlock, reported at once.
 - debug_barrier, compile_hint, multibuffer: ordering inside one vector function and compiler
   hints: nothing to do in an interpreter (program order already holds).
-- parallel: a range.  get_element, flip, sort, cast, atan2, isfinited, finitef: their
-  triton.language counterparts.
+- parallel: a range.  cast, atan2, isfinited, finitef: through triton.language / numpy.
+- the data ops extract_slice, insert_slice, get_element, sort, flip, gather_out_to_ub,
+  scatter_ub_to_out, index_put, index_select_simd: triton-ascend's signatures and argument
+  checks (its vec_ops.py / mem_ops.py at triton-lang/triton-ascend a84b1eb5), calling the
+  builder methods its interpreter has, which the simulator provides (sim/cann_device.py).
+  Traced for a device (the Ascend lowering), each says it is not supported there.
 Anything else of the module exists (imports succeed) and says it is not simulated when called.
 """
 from __future__ import annotations
@@ -45,13 +49,6 @@ PARENT = "triton.language.extra.cann"
 def _builtin(fn):
     setattr(fn, tl.core.TRITON_BUILTIN, True)
     return fn
-
-
-def _core_or_error(what):
-    c = context.core()
-    if c is None:
-        raise TritonDistError(f"{what} is a device builtin: call it inside a @triton.jit kernel")
-    return c
 
 
 # --- enums (names and members as triton-ascend's core.py defines them) ---------------------------
@@ -100,8 +97,7 @@ class SYNC_IN_VF(enum.Enum):
 @_builtin
 def sub_vec_id(_semantic=None):
     """The index (0/1) of the vector sub-core running this instance (0 outside mix kernels)."""
-    c = _core_or_error("sub_vec_id()")
-    return D.scalar(int(getattr(c, "sub_vec", 0) or 0), tl.int64)
+    return tl.tensor(_builder(_semantic, "sub_vec_id").create_get_sub_vec_id(), tl.int64)
 
 
 @_builtin
@@ -146,29 +142,40 @@ def _names(fn, name, seen) -> bool:
 # --- synchronisation -----------------------------------------------------------------------------
 
 _SYNC_MODES = ("all_cube", "all_vector", "all", "all_sub_vector")
+_UNITS = ("cube", "vector")
 
 
 @_builtin
 def sync_block_all(mode, event_id=0, _semantic=None):
-    mode = D.unwrap(mode)
-    if mode not in _SYNC_MODES:
-        raise TritonDistError(f"{context.kernel_line(2)}: sync_block_all: mode must be one of "
-                              f"{', '.join(_SYNC_MODES)}, got {mode!r}")
-    if mode == "all_sub_vector":
-        raise TritonDistError(f"{context.kernel_line(2)}: sync_block_all('all_sub_vector') (a barrier of the "
-                              f"two vector sub-cores of each block) is not modelled by the simulator")
-    c = _core_or_error("sync_block_all")
-    context.runtime().core_barrier(c)
+    # triton-ascend: core.py :238 sync_block_all(mode, event_id, _semantic=None); event_id
+    # defaults to 0 here, as kernels written for this module before it had one call it
+    mode, event_id = D.unwrap(mode), D.unwrap(event_id)
+    if not isinstance(event_id, int) or not 0 <= event_id < 16:
+        raise TritonDistError(f"{context.kernel_line(2)}: sync_block_all: event_id must be 0..15, got {event_id!r}")
+    _builder(_semantic, "sync_block_all").sync_block_all(mode, event_id)
+
+
+def _sync_block(what, sender, receiver, event_id, _semantic):
+    # triton-ascend: core.py create_sync_block (the unit pair and event id checks)
+    sender, receiver, event_id = D.unwrap(sender), D.unwrap(receiver), D.unwrap(event_id)
+    where = context.kernel_line(3)
+    if sender not in _UNITS or receiver not in _UNITS or sender == receiver:
+        raise TritonDistError(f"{where}: {what}: sender and receiver must be 'cube' -> 'vector' or 'vector' -> "
+                              f"'cube', got {sender!r} -> {receiver!r}")
+    if isinstance(event_id, int) and not 0 <= event_id < 16:
+        raise TritonDistError(f"{where}: {what}: event_id must be 0..15, got {event_id}")
+    b = _builder(_semantic, what)
+    getattr(b, what)(sender, receiver, event_id.handle if isinstance(event_id, tl.tensor) else event_id, None, None)
 
 
 @_builtin
 def sync_block_set(sender, receiver, event_id, sender_pipe=None, receiver_pipe=None, _semantic=None):
-    _core_or_error("sync_block_set")     # a cube<->vector flag: no separate cube instance here
+    _sync_block("sync_block_set", sender, receiver, event_id, _semantic)
 
 
 @_builtin
 def sync_block_wait(sender, receiver, event_id, sender_pipe=None, receiver_pipe=None, _semantic=None):
-    _core_or_error("sync_block_wait")
+    _sync_block("sync_block_wait", sender, receiver, event_id, _semantic)
 
 
 @_builtin
@@ -193,18 +200,202 @@ def parallel(arg1, arg2=None, step=None, **compiler_hints):
     return range(int(D.unwrap(arg1)), int(D.unwrap(arg2)), 1 if step is None else int(D.unwrap(step)))
 
 
-# --- element-wise helpers, through triton.language -------------------------------------------------
+# --- data ops: triton-ascend's signatures (vec_ops.py, mem_ops.py at a84b1eb5), results from
+# the builder methods of sim/cann_device.py --------------------------------------------------------
 
-def get_element(src, indice):
-    return src[tuple(indice)] if isinstance(indice, (list, tuple)) else src[indice]
+def _builder(_semantic, name):
+    """The interpreter's builder (whose methods are the device ops); a kernel compiled for a device
+    gets a clear refusal: the Ascend lowering of triton_dist has no HIVM form for these ops."""
+    if not D.interpreting(_semantic):
+        raise TritonDistError(
+            f"triton.language.extra.cann.extension.{name} is not supported by triton_dist's Ascend lowering "
+            f"(backend_ascend): it has no HIVM form there.  Kernels using it run on the simulator, and compile "
+            f"for the NPU with triton-ascend's own compiler (backend_ascend.npu_compile, docs/ascend.md)")
+    from triton.runtime import interpreter
+    return interpreter.interpreter_builder
 
 
-def flip(x, dim=None):
-    return tl.flip(x, dim)
+def _ints(values, what, name):
+    out = []
+    for v in values:
+        v = D.unwrap(v)
+        if isinstance(v, tl.tensor):
+            v = v.handle
+        elif not isinstance(v, int):
+            raise TritonDistError(f"{context.kernel_line(3)}: {name}: {what} must be ints or scalar tensors, got {v!r}")
+        out.append(v)
+    return out
 
 
-def sort(x, dim=None, descending=False):
-    return tl.sort(x, dim=dim, descending=descending)
+def _shape_args(ful, offsets, sizes, strides, name):
+    offsets, sizes, strides = (list(D.unwrap(x)) for x in (offsets, sizes, strides))
+    sizes, strides = [int(D.unwrap(x)) for x in sizes], [int(D.unwrap(x)) for x in strides]
+    if not len(ful.shape) == len(offsets) == len(sizes) == len(strides):
+        raise TritonDistError(f"{context.kernel_line(3)}: {name}: offsets, sizes and strides need one entry per "
+                              f"dimension of the {len(ful.shape)}-d tensor, got {len(offsets)}, {len(sizes)}, "
+                              f"{len(strides)}")
+    if not all(n >= 1 for n in sizes) or not all(st >= 0 for st in strides):
+        raise TritonDistError(f"{context.kernel_line(3)}: {name}: sizes must be >= 1 and strides >= 0, got "
+                              f"{sizes}, {strides}")
+    return _ints(offsets, "offsets", name), sizes, strides
+
+
+@_builtin
+def insert_slice(ful, sub, offsets, sizes, strides, _semantic=None, _generator=None):
+    b = _builder(_semantic, "insert_slice")
+    if len(ful.shape) != len(sub.shape):
+        raise TritonDistError(f"{context.kernel_line(2)}: insert_slice: the tensors have different ranks "
+                              f"({len(ful.shape)} and {len(sub.shape)})")
+    offsets, sizes, strides = _shape_args(ful, offsets, sizes, strides, "insert_slice")
+    return tl.tensor(b.create_insert_slice(ful.handle, sub.handle, offsets, sizes, strides),
+                     tl.block_type(ful.type.scalar, list(ful.shape)))
+
+
+@_builtin
+def extract_slice(ful, offsets, sizes, strides, _semantic=None, _generator=None):
+    b = _builder(_semantic, "extract_slice")
+    offsets, sizes, strides = _shape_args(ful, offsets, sizes, strides, "extract_slice")
+    return tl.tensor(b.create_extract_slice(ful.handle, offsets, sizes, strides),
+                     tl.block_type(ful.type.scalar, sizes))
+
+
+@_builtin
+def get_element(src, indice, _semantic=None, _generator=None):
+    b = _builder(_semantic, "get_element")
+    indice = list(D.unwrap(indice))
+    if len(src.shape) != len(indice):
+        raise TritonDistError(f"{context.kernel_line(2)}: get_element: Indice's rank must be equal to src tensor's "
+                              f"rank ({len(indice)} != {len(src.shape)})")
+    return tl.tensor(b.create_extract_scalar(src.handle, _ints(indice, "indice", "get_element")), src.type.scalar)
+
+
+def _int_arg(v, what, name):
+    v = D.unwrap(v)
+    if not isinstance(v, int):
+        raise TritonDistError(f"{context.kernel_line(3)}: {name}: {what} must be an integer (or tl.constexpr "
+                              f"int), got {v!r}")
+    return v
+
+
+@_builtin
+def flip(ptr, dim=-1, _semantic=None, _generator=None):
+    b = _builder(_semantic, "flip")
+    dim = _int_arg(dim, "dim", "flip")
+    rank = len(ptr.shape)
+    if not -rank <= dim < rank:
+        raise TritonDistError(f"{context.kernel_line(2)}: ascend.flip got invalid dim={dim} for shape "
+                              f"{tuple(ptr.shape)}")
+    return tl.tensor(b.create_flip(ptr.handle, dim % rank), ptr.type)
+
+
+_SORT_TYPES = ("int8", "int16", "bf16", "fp16", "fp32", "int32", "int64", "fp8e4nv", "fp8e5")
+
+
+@_builtin
+def sort(ptr, dim=-1, descending=False, _semantic=None):
+    b = _builder(_semantic, "sort")
+    dim, descending = _int_arg(dim, "dim", "sort"), bool(D.unwrap(descending))
+    if ptr.type.scalar.name not in _SORT_TYPES:
+        raise TritonDistError(f"{context.kernel_line(2)}: ascend.sort only supports int8, int16, bfloat16, float16, "
+                              f"float32, int32, int64, float8e4nv, float8e5 but got {ptr.type.scalar}")
+    rank = len(ptr.shape)
+    if dim % rank != rank - 1:
+        raise TritonDistError(f"{context.kernel_line(2)}: ascend.sort only supports sorting along the last dimension "
+                              f"(dim={rank - 1} or -1) for shape {tuple(ptr.shape)}, but got dim={dim}")
+    return tl.tensor(b.create_sort(ptr.handle, rank - 1, descending), ptr.type)
+
+
+def _mem_checks(name, ptr, index, dim, ranks, lists):
+    where = context.kernel_line(3)
+    if not index.type.scalar.is_int():
+        raise TritonDistError(f"{where}: {name}: index must be an integer tensor, got {index.type.scalar}")
+    if not ptr.type.scalar.element_ty.is_floating():
+        raise TritonDistError(f"{where}: {name}: Expected dtype fp16/fp32/bf16, but got {ptr.type.scalar.element_ty}")
+    lo, hi, rank = ranks
+    if not lo <= rank <= hi:
+        raise TritonDistError(f"{where}: {name}: rank must be in [{lo}, {hi}], got {rank}")
+    for what, values in lists.items():
+        if len(values) != rank:
+            raise TritonDistError(f"{where}: {name}: {what} needs {rank} entries (one per dimension), got {len(values)}")
+    return dim
+
+
+@_builtin
+def gather_out_to_ub(src, index, index_boundary, dim, src_stride, end_offset, start_offset, other=None,
+                     _semantic=None):
+    b = _builder(_semantic, "gather_out_to_ub")
+    dim, bound = _int_arg(dim, "dim", "gather_out_to_ub"), _int_arg(index_boundary, "index_boundary", "gather_out_to_ub")
+    rank = len(index.shape)
+    lists = {"src_stride": list(src_stride), "end_offset": list(end_offset), "start_offset": list(start_offset)}
+    _mem_checks("gather_out_to_ub", src, index, dim, (1, 5, rank), lists)
+    if not 0 <= dim < rank:
+        raise TritonDistError(f"{context.kernel_line(2)}: gather_out_to_ub: dim must satisfy 0<=dim<index.rank "
+                              f"({rank}), got dim={dim}")
+    other = D.unwrap(other)
+    ret = b.create_gather_out_to_ub(src.handle, index.handle, bound, dim,
+                                    *(_ints(v, k, "gather_out_to_ub") for k, v in lists.items()),
+                                    other.handle if isinstance(other, tl.tensor) else other)
+    return tl.tensor(ret, tl.block_type(src.type.scalar.element_ty, list(index.shape)))
+
+
+@_builtin
+def scatter_ub_to_out(ptr, value, index, index_boundary, dim, dst_stride, end_offset, start_offset, _semantic=None):
+    b = _builder(_semantic, "scatter_ub_to_out")
+    dim, bound = _int_arg(dim, "dim", "scatter_ub_to_out"), _int_arg(index_boundary, "index_boundary",
+                                                                      "scatter_ub_to_out")
+    rank = len(index.shape)
+    lists = {"dst_stride": list(dst_stride), "end_offset": list(end_offset), "start_offset": list(start_offset)}
+    _mem_checks("scatter_ub_to_out", ptr, index, dim, (1, 5, rank), lists)
+    if not 0 <= dim < rank:
+        raise TritonDistError(f"{context.kernel_line(2)}: scatter_ub_to_out: dim must satisfy 0<=dim<index.rank "
+                              f"({rank}), got dim={dim}")
+    value = D.unwrap(value)
+    if not isinstance(value, tl.tensor) or not value.type.is_block():     # a scalar: that value everywhere
+        data = np.full([int(D.unwrap(d)) for d in index.shape],
+                       value.handle.data.ravel()[0] if isinstance(value, tl.tensor) else value)
+        value = tl.tensor(TensorHandle(data, ptr.type.scalar.element_ty), index.type)
+    b.create_scatter_ub_to_out(ptr.handle, value.handle, index.handle, bound, dim,
+                               *(_ints(v, k, "scatter_ub_to_out") for k, v in lists.items()))
+
+
+@_builtin
+def index_put(ptr, index, value, dim, index_boundary, end_offset, start_offset, dst_stride, _semantic=None):
+    b = _builder(_semantic, "index_put")
+    dim, bound = _int_arg(dim, "dim", "index_put"), _int_arg(index_boundary, "index_boundary", "index_put")
+    rank = len(value.shape)
+    lists = {"end_offset": list(end_offset), "start_offset": list(start_offset), "dst_stride": list(dst_stride)}
+    _mem_checks("index_put", ptr, index, dim, (2, 5, rank), lists)
+    if not 0 <= dim < rank - 1:
+        raise TritonDistError(f"{context.kernel_line(2)}: index_put: dim must satisfy 0<=dim<value.rank-1 "
+                              f"({rank - 1}), got dim={dim}")
+    n = 1
+    for d in index.shape:
+        n *= int(D.unwrap(d))
+    if int(D.unwrap(value.shape[dim])) != n:
+        raise TritonDistError(f"{context.kernel_line(2)}: index_put: index.numel must equal value.shape[dim], but got "
+                              f"index.numel={n}, value.shape[dim]={value.shape[dim]}")
+    b.create_index_put(ptr.handle, index.handle, value.handle, dim, bound,
+                       *(_ints(v, k, "index_put") for k, v in lists.items()))
+
+
+@_builtin
+def index_select_simd(src, dim, index, src_shape, src_offset, read_shape, _semantic=None):
+    b = _builder(_semantic, "index_select_simd")
+    dim = _int_arg(dim, "dim", "index_select_simd")
+    src_shape, src_offset, read_shape = (list(D.unwrap(v)) for v in (src_shape, src_offset, read_shape))
+    ndim, where = len(src_shape), context.kernel_line(2)
+    if not len(src_offset) == len(read_shape) == ndim:
+        raise TritonDistError(f"{where}: index_select_simd: src_offset and read_shape need {ndim} entries, got "
+                              f"{len(src_offset)} and {len(read_shape)}")
+    if not 0 <= dim < ndim - 1:
+        raise TritonDistError(f"{where}: index_select_simd cannot support trailing dimension as dim={dim}, ndim={ndim}")
+    if len(index.shape) != 1:
+        raise TritonDistError(f"{where}: index_select_simd: index must be 1D tensor, got {len(index.shape)}D")
+    read = [int(D.unwrap(r)) for r in read_shape]
+    shape = [index.shape[0] if i == dim else read[i] for i in range(ndim)]
+    out = b.create_index_select_simd(src.handle, index.handle, dim, _ints(src_shape, "src_shape", "index_select_simd"),
+                                     _ints(src_offset, "src_offset", "index_select_simd"), read, shape)
+    return tl.tensor(out, tl.block_type(src.type.scalar.element_ty, shape))
 
 
 def cast(x, dtype, **kwargs):
@@ -239,12 +430,13 @@ def _unsupported(name):
 
 SUPPORTED = ("sub_vec_id", "sub_vec_num", "sync_block_all", "sync_block_set", "sync_block_wait", "debug_barrier",
              "compile_hint", "multibuffer", "parallel", "get_element", "flip", "sort", "cast", "atan2",
-             "isfinited", "finitef", "CORE", "PIPE", "MODE", "SYNC_IN_VF", "int64", "builtin", "is_builtin")
+             "isfinited", "finitef", "CORE", "PIPE", "MODE", "SYNC_IN_VF", "int64", "builtin", "is_builtin",
+             "insert_slice", "extract_slice", "index_put", "gather_out_to_ub", "scatter_ub_to_out",
+             "index_select_simd")
 # the rest of triton-ascend's __all__ (evidence C): present so imports work, refused when called
 UNSUPPORTED = ("ascend_address_space", "copy_from_ub_to_l1", "copy", "fixpipe", "FixpipeDMAMode",
                "FixpipeDualDstMode", "FixpipePreQuantMode", "FixpipePreReluMode", "scope", "custom",
-               "custom_semantic", "register_custom_op", "insert_slice", "extract_slice", "index_put",
-               "gather_out_to_ub", "scatter_ub_to_out", "index_select_simd")
+               "custom_semantic", "register_custom_op")
 
 
 def build() -> types.ModuleType:

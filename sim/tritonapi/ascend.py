@@ -27,10 +27,6 @@ from triton.runtime import interpreter as _interp
 from .g35 import Generation35, _is_ascend_builder
 
 EXTENSION = "triton.language.extra.cann.extension"
-# builder methods the simulator's models replace (sim/cann_device.py)
-ROUTED = ("create_get_sub_vec_id", "sync_block_set", "sync_block_wait", "sync_block_all",
-          "create_gather_out_to_ub", "create_scatter_ub_to_out", "create_index_put", "create_index_select_simd")
-KEPT = ("create_extract_scalar", "create_insert_slice", "create_extract_slice", "create_sort", "create_flip")
 
 
 class AscendMain(Generation35):
@@ -42,8 +38,9 @@ class AscendMain(Generation35):
 
     @classmethod
     def own_entry_points(cls) -> tuple:
+        from .. import cann_device           # ROUTED: replaced by the simulator's; VALUE_OPS: its own kept
         B = _interp.AscendInterpreterBuilder
-        return tuple((B, name) for name in ROUTED + KEPT + ("patch_extensions",))
+        return tuple((B, name) for name in cann_device.ROUTED + cann_device.VALUE_OPS + ("patch_extensions",))
 
     @staticmethod
     def patched_objects() -> list:
@@ -53,7 +50,7 @@ class AscendMain(Generation35):
 
     def install_device_ops(self, builder_class) -> None:
         from .. import cann_device
-        for name in ROUTED:
+        for name in cann_device.ROUTED:
             setattr(builder_class, name, getattr(cann_device, name))
         # the extension's frontend reaches sub_vec_id through builder._ascend_builder (set on
         # compile builders only, extension/builder.py :65; semantic.py :90)

@@ -68,7 +68,11 @@ class Generation36:
         return type(_interp.interpreter_builder)
 
     def install_device_ops(self, builder_class) -> None:
-        """Builder methods a generation adds beyond stock Triton's (triton-ascend's)."""
+        """triton-ascend's extension ops as builder methods (stock triton has none): the
+        simulator's, behind its own triton.language.extra.cann.extension (sim/compat/cann.py)."""
+        from .. import cann_device
+        for name in cann_device.ROUTED + cann_device.VALUE_OPS:
+            setattr(builder_class, name, getattr(cann_device, name))
 
     # -- patching triton.language for a launch -----------------------------------------------------
     def patch_lang(self, original_patch_lang, fn):

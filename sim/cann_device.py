@@ -1,0 +1,267 @@
+"""The device side of triton-ascend's extension ops (triton.language.extra.cann.extension) on
+the simulator: builder methods, with the names and arguments triton-ascend's interpreter
+builder has (python/triton/runtime/ascend_interpreter.py at triton-lang/triton-ascend
+a84b1eb5, cited per op), so that one frontend call reaches them whichever frontend is live:
+triton-ascend's own extension on its main line (sim/tritonapi/ascend.py routes the first
+group below onto its AscendInterpreterBuilder), the simulator's (sim/compat/cann.py) on stock
+triton (sim/tritonapi/g36.py installs all of them onto the InterpreterBuilder).
+
+Models of the machine (not what a sequential interpreter does):
+- create_get_sub_vec_id: the sub-core instance's own id; a block of a mix kernel that names
+  sub_vec_id runs as two concurrent instances (sim/runtime.py), not as a second run of the
+  grid afterwards (AscendInterpreterBuilder.execute_with_sub_vec_simulation :188);
+- sync_block_all: a barrier of the launch's cores (sim/runtime.py core_barrier, with its
+  deadlock report);
+- sync_block_set / sync_block_wait: a cube<->vector flag is a counter (set adds one, wait
+  waits for one and takes it: Ascend C CrossCoreSetFlag/CrossCoreWaitFlag, inferred, not
+  verified on hardware).  The simulator runs a block's cube and vector code in one instance,
+  in program order, so a wait that no earlier set of the instance satisfies can never be
+  satisfied: a deadlock, reported at once with the kernel line;
+- the ops that read or write global memory (gather_out_to_ub, scatter_ub_to_out, index_put,
+  index_select_simd) go through sim/memory.py like tl.load/tl.store (caches, DMA order, the
+  race detector, the bounds of the tensor the pointer came from).
+Results of the data ops follow triton-ascend's interpreter (the line cited on each).
+"""
+from __future__ import annotations
+
+import numpy as np
+import triton.language as tl
+from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+
+from triton_dist.errors import DeadlockError, TritonDistError
+
+from . import context, memory
+
+SYNC_MODES = ("all_cube", "all_vector", "all", "all_sub_vector")
+
+
+def _int(v) -> int:
+    if isinstance(v, TensorHandle):
+        return int(np.asarray(v.data).ravel()[0])
+    if isinstance(v, tl.constexpr):
+        return int(v.value)
+    return int(v)
+
+
+def _core(what):
+    c = context.core()
+    if c is None:
+        raise TritonDistError(f"{what} is a device builtin: call it inside a @triton.jit kernel")
+    return c
+
+
+# --- routed on triton-ascend's main line too ------------------------------------------------------
+
+def create_get_sub_vec_id(self):
+    """ascend_interpreter.py :429 (int64 scalar)."""
+    c = _core("sub_vec_id()")
+    return TensorHandle(np.array([int(getattr(c, "sub_vec", 0) or 0)], dtype=np.int64), tl.int64)
+
+
+def sync_block_all(self, mode, event_id):
+    """ascend_interpreter.py :468 (a no-op there)."""
+    mode = mode.value if isinstance(mode, tl.constexpr) else mode
+    where = context.kernel_line(3)
+    if mode not in SYNC_MODES:
+        raise TritonDistError(f"{where}: sync_block_all: mode must be one of {', '.join(SYNC_MODES)}, got {mode!r}")
+    if mode == "all_sub_vector":
+        raise TritonDistError(f"{where}: sync_block_all('all_sub_vector') (a barrier of the two vector sub-cores "
+                              f"of each block) is not modelled by the simulator")
+    c = _core("sync_block_all")
+    context.runtime().core_barrier(c)
+
+
+def _flags(c) -> dict:
+    flags = getattr(c, "flags", None)
+    if flags is None:
+        flags = c.flags = {}
+    return flags
+
+
+def sync_block_set(self, sender, receiver, event_id, sender_pipe_value=None, receiver_pipe_value=None):
+    """ascend_interpreter.py :449 (a no-op there)."""
+    c = _core("sync_block_set")
+    key = (str(sender), str(receiver), _int(event_id))
+    flags = _flags(c)
+    flags[key] = flags.get(key, 0) + 1
+    context.runtime().spin_reset()          # a set is progress for the deadlock watchdog
+
+
+def sync_block_wait(self, sender, receiver, event_id, sender_pipe_value=None, receiver_pipe_value=None):
+    """ascend_interpreter.py :459 (a no-op there)."""
+    c = _core("sync_block_wait")
+    key = (str(sender), str(receiver), _int(event_id))
+    flags = _flags(c)
+    if flags.get(key, 0) > 0:
+        flags[key] -= 1
+        return
+    rt = context.runtime()
+    raise DeadlockError(
+        f"{context.kernel_line(3)}: sync_block_wait({sender!r}, {receiver!r}, event_id={key[2]}) of program "
+        f"{tuple(c.grid_idx)} (sub-core {getattr(c, 'sub_vec', 0)}) of rank {rt.rank} waits for a "
+        f"sync_block_set({sender!r}, {receiver!r}, {key[2]}) that comes before it in no core: on the NPU the "
+        f"{receiver} core waits forever.  Put the matching sync_block_set on the {sender} side first "
+        f"(flags set so far: {dict(flags) or 'none'})", rt.board.report([rt.rank]))
+
+
+def _ptr_base(h):
+    return h.attr.get("td_base") or memory.base_of(np.asarray(h.data))
+
+
+def _coords(shape):
+    return np.indices(shape).reshape(len(shape), -1)
+
+
+def create_gather_out_to_ub(self, src_ptr, index_tensor, index_boundary, dim, src_stride, end_offset,
+                            start_offset, other=None):
+    """ascend_interpreter.py :531: out[c] = src[start + c with c[dim] -> index[c]]; indices at or
+    above index_boundary give `other` (0 if none)."""
+    dtype_tt = src_ptr.get_element_ty()
+    dtype_np = _get_np_dtype(dtype_tt)
+    index = np.asarray(index_tensor.data)
+    stride = np.array([_int(s) for s in src_stride], dtype=np.int64)
+    start = np.array([_int(s) for s in start_offset], dtype=np.int64)
+    co = _coords(index.shape).astype(np.int64)
+    flat_idx = index.reshape(-1).astype(np.int64)
+    valid = flat_idx < _int(index_boundary)
+    co[dim] = flat_idx
+    elem = ((co + start[:, None]) * stride[:, None]).sum(axis=0)
+    base_addr = int(np.asarray(src_ptr.data).ravel()[0])
+    addrs = np.where(valid, base_addr + elem * np.dtype(dtype_np).itemsize, base_addr).astype(np.uint64)
+    fill = 0 if other is None else (np.asarray(other.data).ravel()[0] if isinstance(other, TensorHandle) else other)
+    out = memory.load(addrs, valid, np.full(addrs.shape, fill, dtype=dtype_np), dtype_np, False, _ptr_base(src_ptr))
+    return TensorHandle(np.asarray(out).reshape(index.shape), dtype_tt)
+
+
+def create_scatter_ub_to_out(self, dst_ptr, value_tensor, index_tensor, index_boundary, dim, dst_stride,
+                             end_offset, start_offset):
+    """ascend_interpreter.py :589: dst[start + c with c[dim] -> index[c]] = value[c]; indices at or
+    above index_boundary are skipped."""
+    dtype_np = _get_np_dtype(dst_ptr.get_element_ty())
+    index = np.asarray(index_tensor.data)
+    stride = np.array([_int(s) for s in dst_stride], dtype=np.int64)
+    start = np.array([_int(s) for s in start_offset], dtype=np.int64)
+    co = _coords(index.shape).astype(np.int64)
+    flat_idx = index.reshape(-1).astype(np.int64)
+    valid = flat_idx < _int(index_boundary)
+    co[dim] = flat_idx
+    elem = ((co + start[:, None]) * stride[:, None]).sum(axis=0)
+    base_addr = int(np.asarray(dst_ptr.data).ravel()[0])
+    addrs = np.where(valid, base_addr + elem * np.dtype(dtype_np).itemsize, base_addr).astype(np.uint64)
+    values = np.asarray(value_tensor.data).astype(dtype_np).reshape(-1)
+    memory.store(addrs, values, valid, False, _ptr_base(dst_ptr))
+
+
+def create_index_put(self, dst_ptr, index_tensor, value_tensor, dim, index_boundary, end_offset, start_offset,
+                     dst_stride):
+    """ascend_interpreter.py :631: for each element c of value, dst[c with c[dim] -> index[c[dim]],
+    the other dims + start_offset] = value[c]; index values at or above index_boundary are skipped."""
+    dtype_np = _get_np_dtype(dst_ptr.get_element_ty())
+    value = np.asarray(value_tensor.data)
+    index = np.asarray(index_tensor.data).reshape(-1).astype(np.int64)
+    stride = np.array([_int(s) for s in dst_stride], dtype=np.int64)
+    start = np.array([_int(s) for s in start_offset], dtype=np.int64)
+    co = _coords(value.shape).astype(np.int64)
+    picked = index[co[dim]]
+    valid = picked < _int(index_boundary)
+    co = co + start[:, None]
+    co[dim] = picked                        # the indexed dim takes the index itself, no start offset
+    elem = (co * stride[:, None]).sum(axis=0)
+    base_addr = int(np.asarray(dst_ptr.data).ravel()[0])
+    addrs = np.where(valid, base_addr + elem * np.dtype(dtype_np).itemsize, base_addr).astype(np.uint64)
+    memory.store(addrs, value.astype(dtype_np).reshape(-1), valid, False, _ptr_base(dst_ptr))
+
+
+def create_index_select_simd(self, src_ptr, index_tensor, dim, src_shape, src_offset, read_shape, result_shape):
+    """ascend_interpreter.py :335: result[..., i (at dim), ...] = the tile of src (row-major
+    src_shape) at index[i] along dim, starting at src_offset and read_shape long in the other
+    dims (-1: from 0 / the whole dim; a tile running past src_shape is cut there, the rest of
+    the result is 0)."""
+    dtype_tt = src_ptr.get_element_ty()
+    dtype_np = _get_np_dtype(dtype_tt)
+    shape = [_int(s) for s in src_shape]
+    result = [_int(s) for s in result_shape]
+    strides = np.cumprod([1] + shape[::-1][:-1])[::-1].astype(np.int64)
+    index = np.asarray(index_tensor.data).reshape(-1).astype(np.int64)
+    ranges, tile = [], []
+    for d, n in enumerate(shape):
+        if d == dim:
+            ranges.append(None)
+            tile.append(1)
+            continue
+        off = _int(src_offset[d])
+        off = 0 if off == -1 else max(0, min(off, n - 1))
+        size = _int(read_shape[d])
+        size = n if size == -1 else size
+        size = min(size, n - off)
+        ranges.append(np.arange(off, off + size))
+        tile.append(size)
+    out = np.zeros(result, dtype=dtype_np)
+    base_addr = int(np.asarray(src_ptr.data).ravel()[0])
+    for i, row in enumerate(index):
+        axes = [np.array([row]) if r is None else r for r in ranges]
+        grid = np.meshgrid(*axes, indexing="ij")
+        elem = sum(g.astype(np.int64) * s for g, s in zip(grid, strides)).reshape(-1)
+        addrs = (base_addr + elem * np.dtype(dtype_np).itemsize).astype(np.uint64)
+        data = memory.load(addrs, np.ones(addrs.shape, dtype=bool), np.zeros(addrs.shape, dtype=dtype_np), dtype_np,
+                           False, _ptr_base(src_ptr))
+        where = tuple(slice(i, i + 1) if d == dim else slice(0, t) for d, t in enumerate(tile))
+        out[where] = np.asarray(data).reshape(tile)
+    return TensorHandle(out, dtype_tt)
+
+
+ROUTED = ("create_get_sub_vec_id", "sync_block_set", "sync_block_wait", "sync_block_all",
+          "create_gather_out_to_ub", "create_scatter_ub_to_out", "create_index_put", "create_index_select_simd")
+
+
+# --- value-only ops: the simulator's versions, for stock triton (triton-ascend's own serve there) ------
+
+def _offsets(offsets):
+    return [_int(o) for o in offsets]
+
+
+def _slices(offsets, sizes, strides):
+    return tuple(slice(o, o + int(n) * int(s), int(s)) for o, n, s in zip(_offsets(offsets), sizes, strides))
+
+
+def create_extract_scalar(self, tensor_handle, indices):
+    """ascend_interpreter.py :224 (get_element)."""
+    value = np.asarray(tensor_handle.data)[tuple(_offsets(indices))]
+    return TensorHandle(np.array([value], dtype=np.asarray(tensor_handle.data).dtype), tensor_handle.dtype.scalar)
+
+
+def create_insert_slice(self, full_tensor, sub_tensor, offsets, sizes, strides):
+    """ascend_interpreter.py :252."""
+    out = np.array(full_tensor.data, copy=True)
+    out[_slices(offsets, sizes, strides)] = sub_tensor.data
+    return TensorHandle(out, full_tensor.dtype.scalar)
+
+
+def create_extract_slice(self, full_tensor, offsets, sizes, strides):
+    """ascend_interpreter.py :295."""
+    return TensorHandle(np.ascontiguousarray(np.asarray(full_tensor.data)[_slices(offsets, sizes, strides)]),
+                        full_tensor.dtype.scalar)
+
+
+def _dim(dim, ndim):
+    d = dim + ndim if dim < 0 else dim
+    if not 0 <= d < ndim:
+        raise IndexError(f"Dimension out of range(expected to be in range of [{-ndim}, {ndim - 1}], but got {dim})")
+    return d
+
+
+def create_sort(self, x, dim, descending):
+    """ascend_interpreter.py create_sort: numpy's sort along dim, flipped for descending."""
+    data = np.asarray(x.data)
+    out = np.sort(data, axis=_dim(dim, data.ndim))
+    return TensorHandle(np.flip(out, axis=_dim(dim, data.ndim)).copy() if descending else out, x.dtype.scalar)
+
+
+def create_flip(self, x, dim):
+    """ascend_interpreter.py create_flip."""
+    data = np.asarray(x.data)
+    return TensorHandle(np.flip(data, axis=_dim(dim, data.ndim)).copy(), x.dtype.scalar)
+
+
+VALUE_OPS = ("create_extract_scalar", "create_insert_slice", "create_extract_slice", "create_sort", "create_flip")
+
