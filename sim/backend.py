@@ -15,7 +15,7 @@ from triton_dist.errors import TritonDistError
 from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype
 
 from . import board as B
-from . import cache, context, heap, host_collectives, interp, primitives, schedulers
+from . import cache, context, heap, host_collectives, host_p2p, interp, primitives, schedulers
 from .runtime import SimRuntime
 
 
@@ -121,6 +121,7 @@ class SimBackend(Backend):
             attach(self.rt, *predict)
         context.set_runtime(self.rt)
         host_collectives.install(self)     # user calls of torch.distributed collectives: scheduling points
+        host_p2p.install(self)             # and its send/recv/isend/irecv (sim/host_p2p.py)
         sched.start()
 
     @staticmethod

@@ -367,6 +367,14 @@ class RaceRecorder:
         self._sync(self._task(), ("q", (), (("coll", self.coll_no),), None))
         self.coll_no += 1
 
+    def p2p_send(self, src: int, dst: int, tag: int, seq: int) -> None:
+        """The seq-th torch.distributed send from src to dst with this tag was posted."""
+        self._sync(self._task(), ("r", self._rid(), ("p2p", src, dst, tag, seq), 0, ()))
+
+    def p2p_recv(self, src: int, dst: int, tag: int, seq: int) -> None:
+        """The matching receive completed: what the sender did before its send happens before."""
+        self._sync(self._task(), ("q", (), (("p2p", src, dst, tag, seq),), None))
+
     # -- the end of the rank ---------------------------------------------------------------------------
     def dump(self) -> None:
         if self.dumped:

@@ -8,6 +8,9 @@
 - poll(key): called when a core re-polls without progress but may still get out by itself
   (sim/spin.py POLLING): let every other runnable task run first;
 - host_call(what): context manager around a blocking host call (collectives);
+- p2p_posted(kind, src, dst, tag) / p2p_wait(what, where, kind, src, dst, tag, seq): a
+  torch.distributed send or receive was posted / is about to wait for its partner
+  (sim/host_p2p.py);
 - digest(): a string that identifies the decisions taken so far.
 """
 from __future__ import annotations

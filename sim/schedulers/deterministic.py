@@ -42,6 +42,7 @@ from .. import dma
 
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
+P2P_TAGS = 8                 # torch.distributed send/recv are counted per tag modulo this
 SPINS, POLLS = 1, 2          # sh.spinning: blocked until a write (spin); only polling (sim/spin.py)
 MASK64 = (1 << 64) - 1
 SPIN_BEFORE_SLEEP = 200
@@ -78,13 +79,18 @@ class SharedSchedule:
         n = self.n = world_size * self.per_rank
         layout = [("u", np.uint64, 8), ("i", np.int64, 4), ("state", np.int64, n), ("spinning", np.int64, n),
                   ("poll_epoch", np.uint64, n), ("polled_at", np.uint64, n), ("prio", np.int64, n), ("live_cores", np.int64, n)]
-        size = sum(np.dtype(t).itemsize * k for _, t, k in layout) + EVENT.itemsize * EVENTS
+        size = sum(np.dtype(t).itemsize * k for _, t, k in layout) + EVENT.itemsize * EVENTS \
+            + 8 * 2 * world_size * world_size * P2P_TAGS
         self._mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
         off = 0
         for name, t, k in layout:
             setattr(self, name, np.frombuffer(self._mm, dtype=t, count=k, offset=off))
             off += np.dtype(t).itemsize * k
         self.events = np.frombuffer(self._mm, dtype=EVENT, count=EVENTS, offset=off)
+        off += EVENT.itemsize * EVENTS
+        # posted torch.distributed sends / receives: [send or receive, src, dst, tag % P2P_TAGS]
+        self.p2p = np.frombuffer(self._mm, dtype=np.int64, count=2 * world_size * world_size * P2P_TAGS,
+                                 offset=off).reshape(2, world_size, world_size, P2P_TAGS)
         self.is_host = np.array([(i % self.per_rank) == 0 for i in range(n)])
         self.sems = [mp.get_context("fork").Semaphore(0) for _ in range(n)]
         self.lock = mp.get_context("fork").Lock()
@@ -294,6 +300,29 @@ class DeterministicScheduler:
         sh.poll_epoch[me] = sh.u[EPOCH]
         sh.polled_at[me] = sh.u[STEPS]
         self._switch(me, self._next(me))
+
+    # ---- torch.distributed point-to-point (sim/host_p2p.py) -----------------------------------
+    def p2p_posted(self, kind, src, dst, tag):
+        """This host posted a send (kind 0) or receive (1) from src to dst: count it."""
+        self.sh.p2p[kind, src, dst, tag % P2P_TAGS] += 1
+        self.wrote()                    # a partner spinning for it looks again
+
+    def p2p_wait(self, what, where, kind, src, dst, tag, seq):
+        """Pass the baton until the partner has posted the seq-th matching call: gloo's wait
+        then completes by itself, so the baton is never held in a blocking gloo call."""
+        from ..runtime import Waiter
+        sh = self.sh
+        other, peer = (1, dst) if kind == 0 else (0, src)
+        count = sh.p2p[other, src, dst, tag % P2P_TAGS:tag % P2P_TAGS + 1]
+        w = None
+        while int(count[0]) < seq:
+            if sh.state[sh.slot_of(peer, -1)] == DONE:
+                from ..host_p2p import partner_gone
+                raise partner_gone(what, where, kind, peer)
+            if w is None:
+                w = Waiter(what, 0, seq, where, f"rank {peer}")
+            w.rounds += 1
+            self.spin(w)
 
     def digest(self) -> str:
         return self.sh.digest()
