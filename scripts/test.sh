@@ -1,6 +1,26 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite in parallel (pytest-xdist).
+# Set up, then run the whole test suite in parallel (pytest-xdist) on the default triton
+# (.venv, scripts/setup.sh), and the conformance + kernel-library subset on the oldest and the
+# newest supported stock triton and on the test doubles of triton-ascend's main line, each in
+# its own venv (scripts/triton_venv.sh, scripts/triton_ascend_double.sh: only triton is
+# installed there, over .venv's packages; cached, so a second run only checks stamps).
+# TRITON_DIST_EXTRA_TRITONS="" skips the extra venvs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -n auto -q "$@"
+.venv/bin/python -m pytest -n auto -q "$@"
+# the tests that exercise the interpreter adapters (sim/tritonapi/): conformance of the device
+# primitives and the kernel library against torch; the schedule sweeps and torchrun runs
+# test the scheduler and the launcher, which do not depend on the triton release
+SUBSET=(tests/test_canary.py tests/test_primitives.py tests/test_kernels.py
+        -k "not torchrun and not deterministic_schedules and not many_times_in_a_row")
+for version in ${TRITON_DIST_EXTRA_TRITONS-3.5.1 3.9.0}; do
+  py=$(bash scripts/triton_venv.sh "$version")
+  echo "[test] triton $version: ${SUBSET[*]}"
+  "$py" -m pytest -n auto -q "${SUBSET[@]}"
+done
+if [ -n "${TRITON_DIST_EXTRA_TRITONS-3.5.1 3.9.0}" ]; then
+  py=$(bash scripts/triton_ascend_double.sh)
+  echo "[test] triton-ascend main line (test doubles over 3.5.1)"
+  "$py" -m pytest -n auto -q tests/test_canary.py tests/test_triton_ascend_main.py
+fi

@@ -112,42 +112,38 @@ def _coords(shape):
     return np.indices(shape).reshape(len(shape), -1)
 
 
-def create_gather_out_to_ub(self, src_ptr, index_tensor, index_boundary, dim, src_stride, end_offset,
-                            start_offset, other=None):
-    """ascend_interpreter.py :531: out[c] = src[start + c with c[dim] -> index[c]]; indices at or
-    above index_boundary give `other` (0 if none)."""
-    dtype_tt = src_ptr.get_element_ty()
-    dtype_np = _get_np_dtype(dtype_tt)
+def _indexed_addresses(ptr, index_tensor, index_boundary, dim, strides, start_offset):
+    """Element c of the index tile addresses ptr[start + c, with c[dim] -> index[c]]; (addresses,
+    valid, numpy dtype), an index at or above index_boundary invalid (its address: ptr's own)."""
+    dtype_np = _get_np_dtype(ptr.get_element_ty())
     index = np.asarray(index_tensor.data)
-    stride = np.array([_int(s) for s in src_stride], dtype=np.int64)
+    stride = np.array([_int(s) for s in strides], dtype=np.int64)
     start = np.array([_int(s) for s in start_offset], dtype=np.int64)
     co = _coords(index.shape).astype(np.int64)
     flat_idx = index.reshape(-1).astype(np.int64)
     valid = flat_idx < _int(index_boundary)
     co[dim] = flat_idx
     elem = ((co + start[:, None]) * stride[:, None]).sum(axis=0)
-    base_addr = int(np.asarray(src_ptr.data).ravel()[0])
+    base_addr = int(np.asarray(ptr.data).ravel()[0])
     addrs = np.where(valid, base_addr + elem * np.dtype(dtype_np).itemsize, base_addr).astype(np.uint64)
+    return addrs, valid, dtype_np
+
+
+def create_gather_out_to_ub(self, src_ptr, index_tensor, index_boundary, dim, src_stride, end_offset,
+                            start_offset, other=None):
+    """ascend_interpreter.py :531: out[c] = src[start + c with c[dim] -> index[c]]; indices at or
+    above index_boundary give `other` (0 if none)."""
+    addrs, valid, dtype_np = _indexed_addresses(src_ptr, index_tensor, index_boundary, dim, src_stride, start_offset)
     fill = 0 if other is None else (np.asarray(other.data).ravel()[0] if isinstance(other, TensorHandle) else other)
     out = memory.load(addrs, valid, np.full(addrs.shape, fill, dtype=dtype_np), dtype_np, False, _ptr_base(src_ptr))
-    return TensorHandle(np.asarray(out).reshape(index.shape), dtype_tt)
+    return TensorHandle(np.asarray(out).reshape(np.asarray(index_tensor.data).shape), src_ptr.get_element_ty())
 
 
 def create_scatter_ub_to_out(self, dst_ptr, value_tensor, index_tensor, index_boundary, dim, dst_stride,
                              end_offset, start_offset):
     """ascend_interpreter.py :589: dst[start + c with c[dim] -> index[c]] = value[c]; indices at or
     above index_boundary are skipped."""
-    dtype_np = _get_np_dtype(dst_ptr.get_element_ty())
-    index = np.asarray(index_tensor.data)
-    stride = np.array([_int(s) for s in dst_stride], dtype=np.int64)
-    start = np.array([_int(s) for s in start_offset], dtype=np.int64)
-    co = _coords(index.shape).astype(np.int64)
-    flat_idx = index.reshape(-1).astype(np.int64)
-    valid = flat_idx < _int(index_boundary)
-    co[dim] = flat_idx
-    elem = ((co + start[:, None]) * stride[:, None]).sum(axis=0)
-    base_addr = int(np.asarray(dst_ptr.data).ravel()[0])
-    addrs = np.where(valid, base_addr + elem * np.dtype(dtype_np).itemsize, base_addr).astype(np.uint64)
+    addrs, valid, dtype_np = _indexed_addresses(dst_ptr, index_tensor, index_boundary, dim, dst_stride, start_offset)
     values = np.asarray(value_tensor.data).astype(dtype_np).reshape(-1)
     memory.store(addrs, values, valid, False, _ptr_base(dst_ptr))
 

@@ -320,42 +320,42 @@ def _mem_checks(name, ptr, index, dim, ranks, lists):
     return dim
 
 
+def _indexed_args(name, ptr, index, index_boundary, dim, strides, end_offset, start_offset, _semantic):
+    """gather_out_to_ub / scatter_ub_to_out: (builder, dim, boundary, [stride, end, start] as builder
+    values), after triton-ascend's checks of them (mem_ops.py)."""
+    b = _builder(_semantic, name)
+    dim, bound = _int_arg(dim, "dim", name), _int_arg(index_boundary, "index_boundary", name)
+    rank = len(index.shape)
+    stride_name = "src_stride" if name == "gather_out_to_ub" else "dst_stride"
+    lists = {stride_name: list(strides), "end_offset": list(end_offset), "start_offset": list(start_offset)}
+    _mem_checks(name, ptr, index, dim, (1, 5, rank), lists)
+    if not 0 <= dim < rank:
+        raise TritonDistError(f"{context.kernel_line(3)}: {name}: dim must satisfy 0<=dim<index.rank ({rank}), "
+                              f"got dim={dim}")
+    return b, dim, bound, [_ints(v, k, name) for k, v in lists.items()]
+
+
 @_builtin
 def gather_out_to_ub(src, index, index_boundary, dim, src_stride, end_offset, start_offset, other=None,
                      _semantic=None):
-    b = _builder(_semantic, "gather_out_to_ub")
-    dim, bound = _int_arg(dim, "dim", "gather_out_to_ub"), _int_arg(index_boundary, "index_boundary", "gather_out_to_ub")
-    rank = len(index.shape)
-    lists = {"src_stride": list(src_stride), "end_offset": list(end_offset), "start_offset": list(start_offset)}
-    _mem_checks("gather_out_to_ub", src, index, dim, (1, 5, rank), lists)
-    if not 0 <= dim < rank:
-        raise TritonDistError(f"{context.kernel_line(2)}: gather_out_to_ub: dim must satisfy 0<=dim<index.rank "
-                              f"({rank}), got dim={dim}")
+    b, dim, bound, lists = _indexed_args("gather_out_to_ub", src, index, index_boundary, dim, src_stride, end_offset,
+                                         start_offset, _semantic)
     other = D.unwrap(other)
-    ret = b.create_gather_out_to_ub(src.handle, index.handle, bound, dim,
-                                    *(_ints(v, k, "gather_out_to_ub") for k, v in lists.items()),
+    ret = b.create_gather_out_to_ub(src.handle, index.handle, bound, dim, *lists,
                                     other.handle if isinstance(other, tl.tensor) else other)
     return tl.tensor(ret, tl.block_type(src.type.scalar.element_ty, list(index.shape)))
 
 
 @_builtin
 def scatter_ub_to_out(ptr, value, index, index_boundary, dim, dst_stride, end_offset, start_offset, _semantic=None):
-    b = _builder(_semantic, "scatter_ub_to_out")
-    dim, bound = _int_arg(dim, "dim", "scatter_ub_to_out"), _int_arg(index_boundary, "index_boundary",
-                                                                      "scatter_ub_to_out")
-    rank = len(index.shape)
-    lists = {"dst_stride": list(dst_stride), "end_offset": list(end_offset), "start_offset": list(start_offset)}
-    _mem_checks("scatter_ub_to_out", ptr, index, dim, (1, 5, rank), lists)
-    if not 0 <= dim < rank:
-        raise TritonDistError(f"{context.kernel_line(2)}: scatter_ub_to_out: dim must satisfy 0<=dim<index.rank "
-                              f"({rank}), got dim={dim}")
+    b, dim, bound, lists = _indexed_args("scatter_ub_to_out", ptr, index, index_boundary, dim, dst_stride, end_offset,
+                                         start_offset, _semantic)
     value = D.unwrap(value)
     if not isinstance(value, tl.tensor) or not value.type.is_block():     # a scalar: that value everywhere
         data = np.full([int(D.unwrap(d)) for d in index.shape],
                        value.handle.data.ravel()[0] if isinstance(value, tl.tensor) else value)
         value = tl.tensor(TensorHandle(data, ptr.type.scalar.element_ty), index.type)
-    b.create_scatter_ub_to_out(ptr.handle, value.handle, index.handle, bound, dim,
-                               *(_ints(v, k, "scatter_ub_to_out") for k, v in lists.items()))
+    b.create_scatter_ub_to_out(ptr.handle, value.handle, index.handle, bound, dim, *lists)
 
 
 @_builtin
