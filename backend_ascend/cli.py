@@ -32,3 +32,47 @@ def _lower(args) -> int:
 
 LOWER = Subcommand("lower", "print a kernel's TTIR after the HIVM lowering of its distributed ops "
                    "(runs on any machine)", _configure_lower, _lower, order=40)
+
+
+# --- triton-dist npu-compile ---------------------------------------------------------------------------------
+def _configure_npu_compile(p: argparse.ArgumentParser):
+    _configure_lower(p)
+    p.set_defaults(debug_info=False)
+    p.add_argument("--target", default=None, metavar="T",
+                   help="the NPU bishengir-compile targets (default Ascend910B4: Atlas A2)")
+    p.add_argument("--keep", default=None, metavar="DIR",
+                   help="keep every stage's IR and log in DIR (kernel.ttir.mlir, kernel.ttadapter.mlir, "
+                        "kernel.convert-hivm-to-std.mlir, ...)")
+    p.add_argument("--option", "-o", action="append", default=[], metavar="NAME=VALUE,...",
+                   help="triton-ascend compile options that change bishengir-compile's flags, e.g. multibuffer=False")
+
+
+def _npu_compile(args) -> int:
+    from . import pipeline
+    signature = parse_assignments(args.signature, "--signature", "sig=*i32,buf=*fp32")
+    constexprs = {k: constexpr_value(v) for k, v in
+                  parse_assignments(args.constexpr, "--constexpr", "BLOCK=16").items()}
+    options = {k: constexpr_value(v) for k, v in
+               parse_assignments(args.option, "--option", "multibuffer=False").items()}
+    kernel = load_target(args.kernel)
+    try:
+        out = pipeline.compile_kernel(kernel, signature, constexprs, target=args.target or pipeline.DEFAULT_TARGET,
+                                      options=options, keep=args.keep)
+    except pipeline.ToolsMissing as e:
+        sys.stderr.write(f"triton-dist npu-compile: {e}\n")
+        return 2
+    if not out.accepted:
+        sys.stdout.write(out.report() + "\n")
+        return 1
+    sys.stdout.write(f"accepted: kernel {out.kernel} ({out.signature_text()})\n"
+                     f"stage reached: {out.stage}\n")
+    if out.symbols:
+        sys.stdout.write("aclshmem calls:\n" + "".join(f"{s}\n" for s in out.symbols))
+    if args.keep:
+        sys.stdout.write(f"stages kept in {args.keep}\n")
+    return 0
+
+
+NPU_COMPILE = Subcommand("npu-compile", "compile a kernel with the real NPU compilers (triton-ascend's "
+                         "triton-adapter-opt, AscendNPU-IR's bishengir-compile) up to hivmc; exit 0 accepted, "
+                         "1 refused, 2 tools missing", _configure_npu_compile, _npu_compile, order=41)

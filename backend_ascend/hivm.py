@@ -444,14 +444,13 @@ def _lower_notify(c: Carrier, where, names) -> Lowered:
     return Lowered(symbol, operands, pre, spec.effects)
 
 
-def _custom_line(c: Carrier, low: Lowered, func: Func, has_dot, names, bitcode):
-    indent = c.indent
-    lines = [indent + p for p in low.pre]
-    gm = [i for i, (name, ty) in enumerate(low.operands) if is_scalar_pointer(ty) and name in func.entry_args]
+def custom_op(symbol, operands, *, core, gm, effects, bitcode=None, result=None, result_type=None,
+              outs=None, loc=""):
+    """One `hivm.hir.custom` op as text (the form SEMANTICS.md section 6 gives), on either side of
+    ttadapter: operands [(name, type)], gm the indices of the operands that are kernel arguments,
+    result/result_type the SSA name and type it defines (None: no result), outs the init tensor
+    of a tensor result."""
     attrs = {}
-    core = core_type_of(low.symbol, has_dot)
-    if callable(bitcode):                  # chosen by the op's core type (npu_compile.bitcode_selector)
-        bitcode = bitcode(core, has_dot)
     if bitcode is not None:
         attrs["bitcode"] = f'"{_escape(bitcode)}"'
     attrs["gm_addr_args_indices"] = "array<i32" + (": " + ", ".join(map(str, gm)) if gm else "") + ">"
@@ -459,25 +458,44 @@ def _custom_line(c: Carrier, low: Lowered, func: Func, has_dot, names, bitcode):
     attrs["hivm.pipe"] = f"#hivm.pipe<{PIPE}>"
     attrs["hivm.tcore_type"] = f"#hivm.tcore_type<{core}>"
     attrs["hivm.vf_mode"] = f"#hivm.vf_mode<{VF_MODE}>"
-    if low.effects == S.NONE:
+    if effects == S.NONE:
         attrs["no_side_effect"] = None
-    attrs["symbol"] = f'"{_escape(low.symbol)}"'
+    attrs["symbol"] = f'"{_escape(symbol)}"'
     attr_text = ", ".join(k if v is None else f"{k} = {v}" for k, v in sorted(attrs.items()))
-    text = f'{CUSTOM_OP} {{{attr_text}}} "{CUSTOM_PREFIX}{_escape(low.symbol)}"'
-    if low.operands:
-        text += (" ins(" + ", ".join(n for n, _ in low.operands) + " : "
-                 + ", ".join(t for _, t in low.operands) + ")")
+    text = f'{CUSTOM_OP} {{{attr_text}}} "{CUSTOM_PREFIX}{_escape(symbol)}"'
+    if operands:
+        text += (" ins(" + ", ".join(n for n, _ in operands) + " : "
+                 + ", ".join(t for _, t in operands) + ")")
     head = ""
-    if not c.void:
-        head = f"{c.result} = "
-        if c.result_type.startswith("tensor<"):
-            init = names.fresh("init")
-            lines.append(f"{indent}{init} = tensor.empty() : {c.result_type}")
-            text += f" outs({init} : {c.result_type})"
-        text += f" -> {c.result_type}"
-    if c.loc:
-        text += " " + c.loc
-    lines.append(indent + head + text)
+    if result is not None:
+        head = f"{result} = "
+        if outs is not None:
+            text += f" outs({outs} : {result_type})"
+        text += f" -> {result_type}"
+    if loc:
+        text += " " + loc
+    return head + text
+
+
+def gm_indices(operands, func: Func) -> list:
+    """Indices of the scalar-pointer operands that are arguments of the enclosing kernel."""
+    return [i for i, (name, ty) in enumerate(operands) if is_scalar_pointer(ty) and name in func.entry_args]
+
+
+def _custom_line(c: Carrier, low: Lowered, func: Func, has_dot, names, bitcode):
+    indent = c.indent
+    lines = [indent + p for p in low.pre]
+    core = core_type_of(low.symbol, has_dot)
+    if callable(bitcode):                  # chosen by the op's core type (npu_compile.bitcode_selector)
+        bitcode = bitcode(core, has_dot)
+    outs = None
+    if not c.void and c.result_type.startswith("tensor<"):
+        outs = names.fresh("init")
+        lines.append(f"{indent}{outs} = tensor.empty() : {c.result_type}")
+    lines.append(indent + custom_op(low.symbol, low.operands, core=core, gm=gm_indices(low.operands, func),
+                                    effects=low.effects, bitcode=bitcode,
+                                    result=None if c.void else c.result,
+                                    result_type=None if c.void else c.result_type, outs=outs, loc=c.loc))
     return lines
 
 
@@ -508,17 +526,21 @@ def _used_later(lines, i, c: Carrier) -> bool:
     return False
 
 
-def convert_text(text: str, *, has_dot: bool | None = None, bitcode=None):
-    """Lower every distributed carrier of a printed TTIR module.  Returns (text, count).
+@dataclass
+class Planned:
+    """One distributed op of a module: where it is, what it is, and what it lowers to."""
+    line_no: int
+    func: Func
+    carrier: Carrier
+    lowered: Lowered
 
-    bitcode: the aclshmem device-library bitcode each op links (its `bitcode` attribute):
-    None for none, a path for all, or a function (core type, module has a dot) -> path."""
+
+def plan(text: str):
+    """(lines, names, [Planned]) of every distributed carrier of a printed TTIR module."""
     lines = text.split("\n")
-    if has_dot is None:
-        has_dot = module_has_dot(text)
     funcs = _parse_funcs(lines)
     names = _Names(text)
-    replaced = {}
+    planned = []
     for f in funcs:
         for i in range(f.start + 1, f.end):
             if op_name(lines[i]) != CARRIER_OP:
@@ -529,13 +551,28 @@ def convert_text(text: str, *, has_dot: bool | None = None, bitcode=None):
             if c.void and _used_later(lines, i, c):
                 raise LoweringError(f"{_where(c, f)}: the placeholder result {c.result} of an op without a "
                                     f"result is used; the carrier was not made by triton_dist")
-            replaced[i] = _custom_line(c, _lower_one(c, f, names), f, has_dot, names, bitcode)
-    out = []
-    for i, line in enumerate(lines):
-        out.extend(replaced.get(i, [line]))
-    result = "\n".join(out)
-    left = [j + 1 for j, line in enumerate(out) if op_name(line) == CARRIER_OP
+            planned.append(Planned(i, f, c, _lower_one(c, f, names)))
+    return lines, names, planned
+
+
+def check_all_planned(out_lines):
+    left = [j + 1 for j, line in enumerate(out_lines) if op_name(line) == CARRIER_OP
             and f'libname = "{CARRIER_LIBNAME}"' in line]
     if left:
         raise LoweringError(f"distributed ops outside any tt.func were left unlowered (lines {left})")
-    return result, len(replaced)
+
+
+def convert_text(text: str, *, has_dot: bool | None = None, bitcode=None):
+    """Lower every distributed carrier of a printed TTIR module.  Returns (text, count).
+
+    bitcode: the aclshmem device-library bitcode each op links (its `bitcode` attribute):
+    None for none, a path for all, or a function (core type, module has a dot) -> path."""
+    if has_dot is None:
+        has_dot = module_has_dot(text)
+    lines, names, planned = plan(text)
+    replaced = {p.line_no: _custom_line(p.carrier, p.lowered, p.func, has_dot, names, bitcode) for p in planned}
+    out = []
+    for i, line in enumerate(lines):
+        out.extend(replaced.get(i, [line]))
+    check_all_planned(out)
+    return "\n".join(out), len(replaced)

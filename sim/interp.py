@@ -26,6 +26,8 @@ import triton
 from triton.language import semantic as _semantic_mod
 from triton.runtime import interpreter as _interp
 
+from triton_dist import kernel_launches
+
 from . import context, memory
 from .tritonapi import detect
 
@@ -206,6 +208,8 @@ def _grid_call(self, *args_dev, **kwargs):
             tensors.append((name, t))
     for hook in API.pre_run_hooks(self):
         hook(*args_dev, **kwargs)
+    # the launch's observers (e.g. the NPU compile check), before the language is patched for the run
+    kernel_launches.launched(self.fn, inspect.getcallargs(self.fn, *args_dev, **kwargs), self.constexprs)
     patch_scope = API.patch_lang(_patch_lang, _ALL_LANG)
     _launches_running[0] += 1
     try:

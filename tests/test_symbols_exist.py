@@ -24,7 +24,7 @@ def _wrappers():
         if line.startswith("#"):
             header.append(line)
         elif line.strip():
-            name, where = line.split()
+            name, where = line.split()[:2]
             names[name] = int(where)
     return "".join(header), names
 

@@ -16,6 +16,9 @@ and optionally
     [project.entry-points."triton_dist.subcommands"]
     mycmd = "my_package.cli:MYCMD"          # a triton_dist.cli.Subcommand
 
+    [project.entry-points."triton_dist.launch_checks"]
+    mycheck = "my_package.check:check"      # called with every kernel launch (triton_dist/kernel_launches.py)
+
 The core never imports a backend package except through `load()` here.
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .errors import TritonDistError
 BACKENDS = "triton_dist.backends"
 DEVICE_LIBRARIES = "triton_dist.device_libraries"
 SUBCOMMANDS = "triton_dist.subcommands"
+LAUNCH_CHECKS = "triton_dist.launch_checks"
 
 # The backend of a session that asks for nothing in particular and detects no device, and
 # the one whose behaviour the tests that take no `backend` fixture assert.
@@ -41,7 +45,9 @@ _BUILTIN = {
                "cuda": "triton_dist.backend_cuda.runtime:CudaBackend"},
     DEVICE_LIBRARIES: {"triton_dist_cuda": "triton_dist.backend_cuda.emit:emit"},
     SUBCOMMANDS: {"run": "triton_dist.sim.cli:RUN", "explore": "triton_dist.sim.cli:EXPLORE", "replay": "triton_dist.sim.cli:REPLAY",
-                  "predict": "triton_dist.sim.predict.cli:PREDICT", "lower": "triton_dist.backend_ascend.cli:LOWER"},
+                  "predict": "triton_dist.sim.predict.cli:PREDICT", "lower": "triton_dist.backend_ascend.cli:LOWER",
+                  "npu-compile": "triton_dist.backend_ascend.cli:NPU_COMPILE"},
+    LAUNCH_CHECKS: {"npu-compile": "triton_dist.backend_ascend.compile_check:check_launch"},
 }
 
 _cache: dict = {}
@@ -104,6 +110,14 @@ def device_library_emitter(lib_name: str):
     if lib_name not in entries(DEVICE_LIBRARIES):
         return None
     return load(DEVICE_LIBRARIES, lib_name)
+
+
+def launch_check(name: str):
+    """The check registered as `name` (called with each kernel_launches.Launch)."""
+    if name not in entries(LAUNCH_CHECKS):
+        raise TritonDistError(f"unknown launch check {name!r} (in TRITON_DIST_LAUNCH_CHECKS?); known: "
+                              f"{', '.join(sorted(entries(LAUNCH_CHECKS))) or 'none'}")
+    return load(LAUNCH_CHECKS, name)
 
 
 def subcommands() -> list:

@@ -1,0 +1,117 @@
+"""The NPU compile check of every kernel launch: `pytest --npu-compile`, `launch(..., npu_compile=True)`.
+
+Registered as the launch check "npu-compile" (entry-point group triton_dist.launch_checks);
+triton_dist/kernel_launches.py calls `check_launch` at each kernel launch of the simulator.
+The launch's own arguments give the signature, as Triton specializes them
+(triton.runtime.jit.mangle_type: a float32 tensor is *fp32, an int i32 or i64 by its value, a
+bool u1), and its tl.constexpr values the constexprs.  The kernel then goes through the real
+pipeline (pipeline.compile_kernel) once per (source, signature, constexprs, target): verdicts
+are kept in memory per process and on disk (cache.py) between processes and sessions.
+
+A refusal raises NpuCompileError with the compiler's own lines: the launch, and the test that
+made it, fail with them.  What cannot be checked is skipped, never failed: the tools missing
+on this machine, a kernel the frontend refuses (the simulator reports that itself, with its
+own message), or a form the 3.2.0 adapter cannot be given (carry.CarryError, named in
+docs/ascend.md).
+
+With TRITON_DIST_NPU_COMPILE_LOG=path every process appends one JSON line per distinct
+kernel it checked; the pytest plugin sums them up at the end of the session.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from triton_dist.errors import TritonDistError
+
+TARGET_ENV = "TRITON_DIST_NPU_COMPILE_TARGET"
+LOG_ENV = "TRITON_DIST_NPU_COMPILE_LOG"
+
+
+class NpuCompileError(TritonDistError):
+    """The real NPU compiler refuses a kernel as it was launched (the message is its report)."""
+
+
+_verdicts: dict = {}       # in-process memo: (function, signature, constexprs) -> (status, outcome or reason)
+
+
+def target() -> str:
+    from .pipeline import DEFAULT_TARGET
+    return os.environ.get(TARGET_ENV, "").strip() or DEFAULT_TARGET
+
+
+def signature_of(launch):
+    """(signature, constexprs) of a launch, as Triton would specialize its arguments."""
+    from triton.runtime.jit import mangle_type
+    sig, consts = {}, {}
+    for name, value in launch.args.items():
+        if name in launch.constexprs:
+            consts[name] = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
+            continue
+        ty = mangle_type(value)
+        if ty == "constexpr":        # None: Triton makes it a constant
+            consts[name] = value
+        else:
+            sig[name] = ty
+    return sig, consts
+
+
+def _memo_key(launch, sig, consts):
+    return (launch.fn, tuple(sorted(sig.items())), tuple(sorted((k, repr(v)) for k, v in consts.items())))
+
+
+def _log(record):
+    path = os.environ.get(LOG_ENV, "").strip()
+    if not path:
+        return
+    line = json.dumps(record, sort_keys=True, default=str) + "\n"
+    with open(path, "a") as f:           # one short write: appends of concurrent processes do not interleave
+        f.write(line)
+
+
+def check(fn, sig, consts, *, tgt=None):
+    """(status, outcome or reason): status "accepted", "refused" or "skipped"."""
+    from . import cache, pipeline
+    from .carry import CarryError
+    tgt = tgt or target()
+    t0 = time.monotonic()
+    record = {"kernel": getattr(fn, "__qualname__", str(fn)), "file": getattr(getattr(fn, "__code__", None),
+                                                                              "co_filename", ""),
+              "signature": sig, "constexprs": {k: repr(v) for k, v in consts.items()}, "target": tgt,
+              "pid": os.getpid()}
+    try:
+        out = pipeline.compile_kernel(fn, sig, consts, target=tgt, cache=cache.Cache())
+    except pipeline.ToolsMissing as e:
+        result = ("skipped", f"tools missing: {e}")
+    except CarryError as e:
+        result = ("skipped", f"not carried through triton-ascend 3.2.0's ttadapter: {e}")
+    except TritonDistError as e:
+        result = ("skipped", f"the frontend refuses it (the simulator reports this itself): {e}")
+    except Exception as e:  # noqa: BLE001 - a fault of this checker must not pass as the compiler's verdict
+        result = ("skipped", f"internal error of the NPU compile check ({type(e).__name__}: {e}); please report it")
+    else:
+        result = (out.status, out)
+    status, what = result
+    record.update(status=status, seconds=round(time.monotonic() - t0, 3))
+    if isinstance(what, pipeline.Outcome):
+        record.update(key=what.key, cached=what.cached, compile_seconds=what.seconds, symbols=what.symbols)
+        if status == "refused":
+            record["report"] = what.report()
+    else:
+        record.update(key=f"skip:{record['kernel']}:{json.dumps(sig, sort_keys=True)}:{record['constexprs']}",
+                      reason=what)
+    _log(record)
+    return result
+
+
+def check_launch(launch) -> None:
+    """The launch check: compile the launched kernel (once), raise NpuCompileError if refused."""
+    sig, consts = signature_of(launch)
+    key = _memo_key(launch, sig, consts)
+    verdict = _verdicts.get(key)
+    if verdict is None:
+        verdict = _verdicts[key] = check(launch.fn, sig, consts)
+    status, what = verdict
+    if status == "refused":
+        raise NpuCompileError(what.report())

@@ -1,0 +1,328 @@
+"""The NPU compile pipeline on any machine: TTIR -> triton-adapter-opt -> bishengir-compile, stop at hivmc.
+
+    outcome = compile_kernel(kernel, {"x": "*fp32", "n": "i32"}, {"BLOCK": 1024})
+    outcome.status        # "accepted" | "refused"
+    outcome.symbols       # the aclshmem wrappers it calls, e.g. ["aclshmem_wait_int32"]
+
+The stages, each the real tool with triton-ascend 3.2.0's own arguments (its
+triton/backends/ascend/compiler.py, byte-identical to ascend/backend/compiler.py of
+triton-lang/triton-ascend at commit 8edbaaed2ad70ffae4beb033707d4d52dc15a9b1):
+1. TTIR: Triton's frontend and triton-ascend's `make_ttir` passes (frontend.build_ttir, the
+   TTIR `triton-dist lower` starts from), distributed ops carried through the next stage by
+   carry.py (the 3.2.0 adapter cannot parse hivm.hir.custom).
+2. ttadapter: `triton-adapter-opt` with the pass list of `ttir_to_linalg` (compiler.py:109-131),
+   with the options add_stages gives on an NPU (`named_ops=True`, compiler.py:767-769) and the
+   NPUOptions defaults (compiler.py:581-611: compile_on_910_95=False, enable_nd2nz_on_vector=False,
+   enable_select_analysis=False, force_simt_template=False; no --triton-linearize, and no
+   --mlir-print-debuginfo as TRITON_DISABLE_LINE_INFO defaults to true, utils.py:231-232).
+   Then the distributed ops become hivm.hir.custom again, and `, mix_mode = "..."` is removed
+   as `_parse_linalg_metadata` does (compiler.py:289, 305).
+3. bishengir-compile with the flags of `linalg_to_bin_enable_npu_compile_A2_A3`
+   (compiler.py:443-548) for the NPUOptions defaults: --target, --enable-auto-multi-buffer=True,
+   --enable-auto-bind-sub-block=True (compiler.py:593-594), then --enable-hfusion-compile=true,
+   --enable-hivm-compile=true (no `reg-based` in this compiler's --help, utils.py:194-216),
+   --enable-triton-kernel-compile=true (compiler.py:538-543).  triton-ascend 3.2.0 takes this
+   A2/A3 path for every target (`is_compile_on_910_95 = False`, compiler.py:63).
+   The whole BiShengHIR pipeline runs (HFusion, HIVM, PlanMemory and its UB check, the sync
+   solver) and ends calling `hivmc`, the device code generator, which ships with CANN only:
+   "Cannot find hivmc" is the expected end on a CPU.  The IR after convert-hivm-to-std
+   (--mlir-print-ir-after) is the module hivmc would get; its external aclshmem calls are
+   checked against the wrapper library (wrappers.py).
+Where hivmc is there (an NPU host with CANN), the compile simply completes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+from triton_dist.errors import TritonDistError
+
+from . import toolchain
+
+DEFAULT_TARGET = "Ascend910B4"
+STOP_PASS = "convert-hivm-to-std"
+HIVMC_MISSING = "Cannot find hivmc"
+
+# ttir_to_linalg (compiler.py:109-131) with the NPU defaults named above.
+ADAPTER_PASSES = (
+    "--discrete-mask-access-conversion=compile-on-910-95=False force-simt-template=False",
+    "--triton-to-annotation",
+    "--triton-to-unstructure=compile-on-910-95=False force-simt-template=False",
+    "--triton-to-hivm",
+    "--triton-to-hfusion",
+    "--triton-to-llvm",
+    "--bubble-up-operation",
+    "--triton-to-linalg=global-kernel=false named-ops=True enable-nd2nz-on-vector=False "
+    "enable-select-analysis=False compile-on-910-95=False",
+)
+
+# NPUOptions fields that linalg_to_bin_enable_npu_compile_A2_A3 turns into flags (compiler.py:462-533),
+# with their defaults (None: no flag).
+OPTION_FLAGS = {
+    "multibuffer": ("--enable-auto-multi-buffer", True),
+    "enable_auto_bind_sub_block": ("--enable-auto-bind-sub-block", True),
+    "enable_hivm_auto_cv_balance": ("--enable-hivm-auto-cv-balance", None),
+    "sync_solver": ("--enable-hivm-graph-sync-solver", None),
+    "unit_flag": ("--enable-hivm-unit-flag-sync", None),
+    "inject_barrier_all": ("--enable-hivm-inject-barrier-all-sync", None),
+    "inject_block_all": ("--enable-hivm-inject-block-all-sync", None),
+    "limit_auto_multi_buffer_only_for_local_buffer": ("--limit-auto-multi-buffer-only-for-local-buffer", None),
+    "set_workspace_multibuffer": ("--set-workspace-multibuffer", None),
+    "tile_mix_vector_loop": ("--tile-mix-vector-loop", None),
+    "tile_mix_cube_loop": ("--tile-mix-cube-loop", None),
+    "limit_auto_multi_buffer_of_local_buffer": ("--limit-auto-multi-buffer-of-local-buffer", None),
+    "disable_auto_inject_block_sync": ("--disable-auto-inject-block-sync", None),
+}
+TAIL_FLAGS = ("--enable-hfusion-compile=true", "--enable-hivm-compile=true", "--enable-triton-kernel-compile=true")
+
+TIMEOUT_S = 600
+
+
+class ToolsMissing(TritonDistError):
+    """The adapter or the compiler is not on this machine (the message names which and why)."""
+
+
+@dataclass
+class Outcome:
+    kernel: str
+    signature: dict
+    constexprs: dict
+    target: str
+    status: str                        # "accepted" or "refused"
+    stage: str = ""                    # how far the kernel got
+    failed_at: str = ""                # "ttadapter" or "bishengir-compile" when refused
+    errors: list = field(default_factory=list)      # the compiler's own error lines
+    symbols: list = field(default_factory=list)     # aclshmem wrappers called (bare names)
+    call_problems: list = field(default_factory=list)
+    call_notes: list = field(default_factory=list)
+    hint: str = ""                     # what to do (UB overflow)
+    seconds: dict = field(default_factory=dict)     # per stage
+    cached: bool = False
+    key: str = ""                      # the cache key (empty when compiled without a cache)
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == "accepted"
+
+    def signature_text(self) -> str:
+        sig = ",".join(f"{k}={v}" for k, v in self.signature.items())
+        cx = ",".join(f"{k}={v}" for k, v in self.constexprs.items())
+        return f"--signature {sig or '-'}" + (f" --constexpr {cx}" if cx else "") + f" --target {self.target}"
+
+    def report(self) -> str:
+        """The refusal as a user reads it: kernel, signature, the compiler's lines, the hint."""
+        head = (f"the NPU compiler refuses kernel {self.kernel} ({self.signature_text()}) at {self.failed_at}:")
+        lines = [head] + [f"  {e}" for e in self.errors] + [f"  {p}" for p in self.call_problems]
+        if self.hint:
+            lines.append(self.hint)
+        return "\n".join(lines)
+
+    def to_json(self):
+        d = asdict(self)
+        d.pop("cached")
+        d.pop("key")
+        return d
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(**d)
+
+
+def _options(options):
+    opts = {k: v for k, (_, v) in OPTION_FLAGS.items()}
+    for k, v in (options or {}).items():
+        if k not in OPTION_FLAGS:
+            raise TritonDistError(f"unknown triton-ascend compile option {k!r}; known: {', '.join(OPTION_FLAGS)}")
+        opts[k] = v
+    return opts
+
+
+def compiler_flags(target: str, options=None) -> list:
+    """bishengir-compile's flags for this target and options, in linalg_to_bin_enable_npu_compile_A2_A3's order."""
+    flags = [f"--target={target}"]
+    for name, value in _options(options).items():
+        if value is not None:
+            flags.append(f"{OPTION_FLAGS[name][0]}={value}")
+    return flags + list(TAIL_FLAGS)
+
+
+def _error_lines(text: str) -> list:
+    out = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or HIVMC_MISSING in s or "External hivmc run fails" in s or "hivmc --version" in s:
+            continue
+        if re.search(r"\berror:|LLVM ERROR|Assertion .* failed|Segmentation fault|PLEASE submit a bug report", s):
+            out.append(s)
+    return out
+
+
+def _signal_name(rc):
+    import signal
+    n = -rc if rc < 0 else rc - 128
+    try:
+        return f"{signal.Signals(n).name}, exit status {rc}"
+    except ValueError:
+        return f"exit status {rc}"
+
+
+def _write(keep, name, text):
+    if keep:
+        with open(os.path.join(keep, name), "w") as f:
+            f.write(text)
+
+
+def _ir_after(stderr: str, pass_name: str):
+    """The first module printed after `pass_name` (--mlir-print-ir-after) in bishengir's stderr."""
+    marker = f"// -----// IR Dump After"
+    chunks = stderr.split(marker)
+    for chunk in chunks[1:]:
+        head, _, body = chunk.partition("\n")
+        if f"({pass_name})" in head and "func.func" in body:
+            return body
+    return None
+
+
+def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TARGET, options=None, keep=None):
+    """(status, stage, failed_at, errors, extern calls, notes, seconds) of a TTIR module."""
+    from . import carry, wrappers
+    seconds = {}
+    t0 = time.monotonic()
+    carried, plan = carry.carry_ttir(ttir, has_dot)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = keep or tmp
+        _write(keep, "kernel.ttir.mlir", ttir)
+        src = os.path.join(work, "kernel.carried.ttir.mlir")
+        with open(src, "w") as f:
+            f.write(carried)
+        adapted = os.path.join(work, "kernel.ttadapter-out.mlir")
+        proc = subprocess.run([tools.adapter, src, *ADAPTER_PASSES, "-o", adapted], capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+        seconds["ttadapter"] = round(time.monotonic() - t0, 3)
+        _write(keep, "ttadapter.log", proc.stderr)
+        if proc.returncode != 0 or not os.path.exists(adapted):
+            errors = _error_lines(proc.stderr)
+            if proc.returncode < 0 or proc.returncode > 128:
+                errors.insert(0, f"triton-adapter-opt crashed ({_signal_name(proc.returncode)})")
+            return dict(status="refused", stage="TTIR", failed_at="ttadapter (triton-adapter-opt)",
+                        errors=errors or proc.stderr.strip().splitlines()[-3:], calls=[], seconds=seconds)
+        with open(adapted) as f:
+            linalg = f.read()
+        t1 = time.monotonic()
+        linalg = carry.insert_custom_ops(linalg, plan)
+        linalg = re.sub(r', mix_mode\s*=\s*"[^"]*"', "", linalg)       # as _parse_linalg_metadata does
+        inp = os.path.join(work, "kernel.ttadapter.mlir")
+        with open(inp, "w") as f:
+            f.write(linalg)
+        out = os.path.join(work, "kernel")
+        cmd = [tools.compiler, inp, *compiler_flags(target, options), "-o", out, f"--mlir-print-ir-after={STOP_PASS}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=work)
+        seconds["bishengir-compile"] = round(time.monotonic() - t1, 3)
+        _write(keep, "bishengir-compile.log", proc.stderr)
+        _write(keep, "bishengir-compile.cmd", " ".join(cmd) + "\n")
+        final = _ir_after(proc.stderr, STOP_PASS)
+        if final is not None:
+            _write(keep, f"kernel.{STOP_PASS}.mlir", final)
+        errors = _error_lines(proc.stderr)
+        errors = [e for e in errors if "Failed to run BiShengHIR pipeline" not in e or len(errors) == 1]
+        if proc.returncode < 0 or proc.returncode > 128:
+            errors.insert(0, f"bishengir-compile crashed ({_signal_name(proc.returncode)})")
+        reached_hivmc = HIVMC_MISSING in proc.stderr or proc.returncode == 0
+        if proc.returncode != 0 and (errors or not reached_hivmc):
+            return dict(status="refused", stage="ttadapter", failed_at="bishengir-compile", calls=[],
+                        errors=errors or proc.stderr.strip().splitlines()[-3:], seconds=seconds,
+                        notes_text=proc.stderr)
+        calls = wrappers.extern_calls(final or "")
+        stage = ("bishengir-compile: the whole BiShengHIR pipeline (HFusion, HIVM, PlanMemory, sync solver), "
+                 "stopped where it calls hivmc (CANN only)" if proc.returncode != 0 else
+                 "bishengir-compile and hivmc: a device binary")
+        return dict(status="accepted", stage=stage, failed_at="", errors=[], calls=calls, seconds=seconds)
+
+
+# --- the kernel-level entry, with the cache ------------------------------------------------------------------
+def _pipeline_digest() -> str:
+    """Changes whenever the code of this pipeline does (so a cached verdict never outlives it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for name in ("pipeline.py", "carry.py", "hivm.py", "frontend.py", "wrappers.py", "ub.py",
+                 "aclshmem_wrappers.txt"):
+        with open(os.path.join(here, name), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def _json_constexprs(constexprs):
+    out = {}
+    for k, v in (constexprs or {}).items():
+        v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
+        name = getattr(v, "name", None)
+        out[k] = v if isinstance(v, (bool, int, float, str)) or v is None else (name or repr(v))
+    return out
+
+
+def cache_key(jit_key: str, name: str, signature, constexprs, target, options, tools) -> str:
+    blob = json.dumps({"pipeline": _pipeline_digest(), "kernel": jit_key, "name": name,
+                       "signature": dict(signature), "constexprs": _json_constexprs(constexprs),
+                       "target": target, "options": _options(options), "tools": tools.digest()},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def compile_kernel(fn, signature, constexprs=None, *, target=DEFAULT_TARGET, options=None, keep=None,
+                   cache=None, tools=None) -> Outcome:
+    """Compile `fn` for `signature`/`constexprs` through the real NPU pipeline (see the module doc).
+
+    cache: a cache.Cache to read and fill (None: no cache; --keep never uses one).
+    Raises ToolsMissing when a tool is not here, TritonDistError for a kernel the frontend or
+    the lowering refuses (a user error, as `triton-dist lower` reports it)."""
+    from .frontend import as_jit_function
+    tools = tools or toolchain.find()
+    if tools.missing:
+        raise ToolsMissing("the NPU compile pipeline needs " + "; ".join(tools.missing))
+    jit = as_jit_function(fn)
+    name = jit.__name__
+    if cache is None or keep is not None:
+        return _compile(fn, name, signature, constexprs, target, options, keep, tools)
+    key = cache_key(jit.cache_key, name, signature, constexprs, target, options, tools)
+    with cache.lock(key):           # another process compiling the same kernel: wait for its verdict
+        hit = cache.get(key)
+        if hit is not None:
+            hit.cached, hit.key = True, key
+            return hit
+        outcome = _compile(fn, name, signature, constexprs, target, options, keep, tools)
+        cache.put(key, outcome)
+        outcome.key = key
+        return outcome
+
+
+def _compile(fn, name, signature, constexprs, target, options, keep, tools) -> Outcome:
+    from .frontend import build_ttir
+    from .hivm import module_facts
+    t0 = time.monotonic()
+    module, _ = build_ttir(fn, signature, constexprs)
+    has_dot, _ = module_facts(module)
+    ttir = module.str_nodebug()
+    t_front = round(time.monotonic() - t0, 3)
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    r = run_pipeline(ttir, has_dot, name, tools, target=target, options=options, keep=keep)
+    outcome = Outcome(name, dict(signature), _json_constexprs(constexprs), target, r["status"], r["stage"],
+                      r["failed_at"], r["errors"], seconds={"frontend": t_front, **r["seconds"]})
+    for call in r["calls"]:
+        outcome.symbols.append(call.symbol)
+        if call.problem:
+            outcome.call_problems.append(call.problem)
+        if call.note:
+            outcome.call_notes.append(call.note)
+    if outcome.call_problems:
+        outcome.status, outcome.failed_at = "refused", "the aclshmem calls (Shmem.cpp wrappers)"
+    if any("ub overflow" in e for e in outcome.errors):
+        from .ub import overflow_hint
+        outcome.hint = overflow_hint(ttir, outcome.errors, r.get("notes_text", ""), constexprs)
+    return outcome

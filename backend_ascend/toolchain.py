@@ -1,0 +1,222 @@
+"""The two real compilers of the NPU pipeline, found (or fetched) on any machine.
+
+- `triton-adapter-opt`: triton-ascend's ttadapter stage (TTIR -> Linalg/HIVM).  On a CPU it
+  comes out of the PyPI wheel triton-ascend==3.2.0 (`triton/backends/ascend/triton-adapter-opt`),
+  taken with `pip download --no-deps` and unzipped into a cache inside this environment
+  (`fetch_adapter`, run by scripts/setup.sh).  The wheel is never installed: it would replace
+  stock triton's `triton/` package.  The file's sha256 is pinned below and checked.
+- `bishengir-compile`: AscendNPU-IR's BiShengHIR pipeline.  On a CPU it is in the `ascendnpuir`
+  package (PyPI ascendnpu-ir==1.2.0, the `test` extra).
+
+On an NPU host the installed triton-ascend's own adapter and CANN's bishengir-compile (on PATH)
+are used instead; TRITON_DIST_TRITON_ADAPTER_OPT / TRITON_DIST_BISHENGIR_COMPILE name others.
+`find()` says what is missing and why, so callers can skip or exit naming it.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+
+ADAPTER_ENV = "TRITON_DIST_TRITON_ADAPTER_OPT"
+COMPILER_ENV = "TRITON_DIST_BISHENGIR_COMPILE"
+
+TRITON_ASCEND_VERSION = "3.2.0"
+WHEEL_MEMBER = "triton/backends/ascend/triton-adapter-opt"
+# sha256 of triton/backends/ascend/triton-adapter-opt in
+# triton_ascend-3.2.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl (PyPI; the wheel's
+# own sha256 is 17c8d7161eed1e96a286281963fe04d3113ee85affaa5d82c7dd0c35803962f0), measured when it
+# was pinned.  Its compiler.py is byte-identical to ascend/backend/compiler.py of
+# triton-lang/triton-ascend at commit 8edbaaed2ad70ffae4beb033707d4d52dc15a9b1 (2026-01-07).
+ADAPTER_SHA256 = "c7f72b8a8a55887b925b59631669c4321acc4d942d6d655cb52a7b07cfbb0f3b"
+# The wheel is published for CPython 3.11 on x86_64 Linux only; the executable links no
+# libpython, so any Python on x86_64 Linux can fetch and run it.
+PIP_PLATFORM = ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "--implementation", "cp",
+                "--abi", "cp311", "--only-binary=:all:"]
+
+
+def cache_dir() -> str:
+    """Where the adapter is kept: inside this environment (so a fresh venv fetches its own)."""
+    return os.path.join(sys.prefix, "share", "triton_dist", f"triton-ascend-{TRITON_ASCEND_VERSION}")
+
+
+def cached_adapter() -> str:
+    return os.path.join(cache_dir(), "triton-adapter-opt")
+
+
+@dataclass(frozen=True)
+class Tools:
+    adapter: str | None
+    compiler: str | None
+    adapter_why: str = ""
+    compiler_why: str = ""
+    adapter_from: str = ""        # "triton-ascend 3.2.0 wheel (cache)", "installed triton-ascend", "$ENV"
+    compiler_from: str = ""
+
+    @property
+    def missing(self) -> list:
+        """One line per tool that cannot be had, saying why and what to do."""
+        out = []
+        if self.adapter is None:
+            out.append(f"triton-adapter-opt: {self.adapter_why}")
+        if self.compiler is None:
+            out.append(f"bishengir-compile: {self.compiler_why}")
+        return out
+
+    def digest(self) -> str:
+        """What identifies the tools in a cache key (path and size and mtime: cheap, and a
+        replaced binary changes it)."""
+        parts = []
+        for p in (self.adapter, self.compiler):
+            st = os.stat(p)
+            parts.append(f"{os.path.realpath(p)}:{st.st_size}:{int(st.st_mtime)}")
+        return "|".join(parts)
+
+
+def sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _installed_triton_ascend_adapter():
+    """The adapter of an installed triton-ascend (an NPU host), without importing triton."""
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(root, "backends", "ascend", "triton-adapter-opt")
+        if _executable(path):
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _verified(path: str, mtime: float, size: int) -> bool:
+    return sha256(path) == ADAPTER_SHA256
+
+
+def _find_adapter():
+    env = os.environ.get(ADAPTER_ENV, "").strip()
+    if env:
+        if _executable(env):
+            return env, "", f"${ADAPTER_ENV}"
+        return None, f"{ADAPTER_ENV}={env} is not an executable file", ""
+    installed = _installed_triton_ascend_adapter()
+    if installed:
+        return installed, "", "the installed triton-ascend"
+    path = cached_adapter()
+    if not os.path.exists(path):
+        return None, (f"not in this environment's cache ({path}); `bash scripts/setup.sh` fetches it from the "
+                      f"triton-ascend=={TRITON_ASCEND_VERSION} wheel (pip download, x86_64 Linux, needs PyPI), or "
+                      f"run `{sys.executable} -m triton_dist.backend_ascend.toolchain fetch`"), ""
+    st = os.stat(path)
+    if not _verified(path, st.st_mtime, st.st_size):
+        return None, (f"{path} does not have the pinned sha256 {ADAPTER_SHA256}; delete it and run "
+                      f"`bash scripts/setup.sh` again"), ""
+    return path, "", f"the triton-ascend {TRITON_ASCEND_VERSION} wheel (cached in {cache_dir()})"
+
+
+def _find_compiler():
+    env = os.environ.get(COMPILER_ENV, "").strip()
+    if env:
+        if _executable(env):
+            return env, "", f"${COMPILER_ENV}"
+        return None, f"{COMPILER_ENV}={env} is not an executable file", ""
+    # CANN's (an NPU host: set_env.sh puts it on PATH), as triton-ascend's _get_npucompiler_path looks
+    on_path = shutil.which("bishengir-compile")
+    if on_path:
+        return on_path, "", "PATH"
+    try:
+        spec = importlib.util.find_spec("ascendnpuir")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return None, ("not on PATH and the ascendnpu-ir package is not installed: the test extra installs it "
+                      "(ascendnpu-ir==1.2.0, published for CPython 3.11 on x86_64 Linux only; "
+                      "pip install -e '.[sim,test]' there), or install CANN"), ""
+    path = os.path.join(os.path.dirname(spec.origin), "bin", "bishengir-compile")
+    if not _executable(path):
+        return None, f"the ascendnpuir package has no executable {path}", ""
+    return path, "", "the ascendnpu-ir package"
+
+
+def find() -> Tools:
+    """The tools of this machine (nothing is fetched here)."""
+    adapter, awhy, afrom = _find_adapter()
+    compiler, cwhy, cfrom = _find_compiler()
+    return Tools(adapter, compiler, awhy, cwhy, afrom, cfrom)
+
+
+# --- fetching the adapter (scripts/setup.sh) -------------------------------------------------------------
+def fetch_adapter(quiet: bool = False) -> tuple:
+    """(path or None, message).  Cheap when the cached file is there and verified."""
+    path = cached_adapter()
+    if os.path.exists(path):
+        if sha256(path) == ADAPTER_SHA256:
+            return path, f"triton-adapter-opt {TRITON_ASCEND_VERSION} is cached and verified ({path})"
+        os.unlink(path)
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
+        return None, (f"triton-adapter-opt is published for x86_64 Linux only (this is {sys.platform} "
+                      f"{os.uname().machine}); the NPU compile checks will skip")
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
+               "-d", tmp, *PIP_PLATFORM, f"triton-ascend=={TRITON_ASCEND_VERSION}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
+        if proc.returncode != 0 or not wheels:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
+            return None, (f"could not download triton-ascend=={TRITON_ASCEND_VERSION} ({tail[0]}); the NPU compile "
+                          f"checks will skip (offline?)")
+        with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z:
+            try:
+                data = z.read(WHEEL_MEMBER)
+            except KeyError:
+                return None, f"{wheels[0]} has no {WHEEL_MEMBER}"
+        if hashlib.sha256(data).hexdigest() != ADAPTER_SHA256:
+            return None, (f"{WHEEL_MEMBER} of {wheels[0]} does not have the pinned sha256 {ADAPTER_SHA256}; "
+                          f"not used")
+        os.makedirs(cache_dir(), exist_ok=True)
+        part = path + ".part"
+        with open(part, "wb") as f:
+            f.write(data)
+        os.chmod(part, os.stat(part).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        os.replace(part, path)
+    return path, f"triton-adapter-opt {TRITON_ASCEND_VERSION} fetched and verified ({path})"
+
+
+def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["fetch"]:
+        path, message = fetch_adapter()
+        print(f"[setup] {message}")
+        return 0           # a machine without the tool still sets up; the checks skip saying why
+    if args == ["find"]:
+        tools = find()
+        for name, path, where in (("triton-adapter-opt", tools.adapter, tools.adapter_from),
+                                  ("bishengir-compile", tools.compiler, tools.compiler_from)):
+            print(f"{name}: {path} (from {where})" if path else f"{name}: missing")
+        for line in tools.missing:
+            print(f"  {line}")
+        return 0 if not tools.missing else 2
+    print("usage: python -m triton_dist.backend_ascend.toolchain fetch|find", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Kernel launches as one event stream: the simulator publishes each launch, checks subscribe.
+
+    from triton_dist import kernel_launches
+    kernel_launches.subscribe(lambda launch: print(launch.fn.__name__, launch.args))
+
+`launched(fn, args, constexprs)` is called by the simulator once per kernel launch, before the
+grid runs, with the kernel's Python function, its bound arguments (name -> value, as the
+caller passed them) and the names of its tl.constexpr parameters.  An observer that raises
+fails that launch (the error reaches the caller, as a kernel error would).
+
+Besides observers subscribed in-process, named checks are switched on per process: by
+`checks([...])` around a launch (triton_dist.launch(..., npu_compile=True); forked ranks inherit
+it) or by TRITON_DIST_LAUNCH_CHECKS=name[,name] (pytest --npu-compile sets it, so subprocesses
+and pytest-xdist workers inherit it).  A named check is found through the registry
+(entry-point group triton_dist.launch_checks: "npu-compile" is backend_ascend's), so the
+simulator that publishes never imports the backend that checks.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+ENV = "TRITON_DIST_LAUNCH_CHECKS"
+
+_observers: list = []
+_requested: set = set()
+
+
+@dataclass(frozen=True)
+class Launch:
+    fn: object            # the kernel's Python function
+    args: dict            # parameter name -> value passed
+    constexprs: tuple     # names of the tl.constexpr parameters
+
+
+def subscribe(observer):
+    """Call observer(Launch) at every kernel launch of this process; returns it (to unsubscribe)."""
+    _observers.append(observer)
+    return observer
+
+
+def unsubscribe(observer) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+@contextmanager
+def checks(names):
+    """Named checks switched on for the launches inside (and in ranks forked inside)."""
+    added = [n for n in names if n not in _requested]
+    _requested.update(added)
+    try:
+        yield
+    finally:
+        _requested.difference_update(added)
+
+
+def requested() -> list:
+    env = [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
+    return sorted(set(env) | _requested)
+
+
+def launched(fn, args, constexprs) -> None:
+    """Publish one launch (the simulator's grid executor calls this)."""
+    names = requested()
+    if not names and not _observers:
+        return
+    launch = Launch(fn, dict(args), tuple(constexprs))
+    if names:
+        from . import registry
+        for name in names:
+            registry.launch_check(name)(launch)
+    for observer in list(_observers):
+        observer(launch)
