@@ -47,6 +47,10 @@ class CarryError(TritonDistError):
     """A distributed op that cannot be carried through triton-ascend 3.2.0's ttadapter."""
 
 
+class CarryBug(RuntimeError):
+    """The adapter's output is not what the carrier form leads to: a bug here, not the user's."""
+
+
 @dataclass
 class Operand:
     kind: str               # "scalar" or "pointer"
@@ -64,7 +68,7 @@ class CarriedOp:
     core: str
     gm: list
     operands: list
-    result_kind: str        # "void", "scalar", "pointer"
+    result_kind: str        # "void", "scalar", "unused" (a scalar nothing reads), "pointer"
     result_type: str = ""   # TTIR type of the result
     result_chan: str = ""   # scalar result: the argument it is loaded from; pointer: the argument standing for it
     anchor: str = ""        # no operands and no result: the anchor argument
@@ -97,6 +101,22 @@ def _head_args(line):
     paren = line.find("(", at)
     close = H._match(line, paren)
     return paren + 1, close - 1
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip())
+
+
+def _scope(lines, start, end=None):
+    """Lines after `start` that its value is visible in: up to where its block closes (a line
+    indented less than it, MLIR's printed form)."""
+    end = len(lines) - 1 if end is None else end
+    depth = _indent(lines[start])
+    for k in range(start + 1, end + 1):
+        line = lines[k]
+        if line.strip() and _indent(line) < depth:
+            return
+        yield k
 
 
 # --- before ttadapter ------------------------------------------------------------------------------------
@@ -153,12 +173,16 @@ def carry_ttir(text: str, has_dot: bool):
                 raise CarryError(f"{where}: the result is {rt}; only scalar and scalar-pointer results can be "
                                  f"carried through triton-ascend 3.2.0's ttadapter (consume the token on the scalar "
                                  f"pointer the tile is addressed from, then build the tile's pointers)")
+            elif not H._used_later(lines, p.line_no, c):
+                # nothing reads it: no marker (ttadapter would drop an unused load); the op keeps its
+                # result, unused, as the wrapper returns one
+                op.result_kind = "unused"
             else:
                 op.result_kind = "scalar"
                 op.result_chan = names.fresh(f"r{i}_")
                 plan.extra_args.append((op.result_chan, f"!tt.ptr<{rt}>"))
                 out.append(f"{c.indent}{c.result} = tt.load {op.result_chan} : !tt.ptr<{rt}>")
-        if not op.operands and op.result_kind == "void":
+        if not op.operands and op.result_kind in ("void", "unused"):
             op.anchor = names.fresh(f"a{i}_")
             plan.extra_args.append((op.anchor, "!tt.ptr<i32>"))
             zero = names.fresh("zero")
@@ -167,8 +191,9 @@ def carry_ttir(text: str, has_dot: bool):
         plan.ops.append(op)
         replaced[p.line_no] = out
     for start, old, new in renames:
+        # only in the carrier's scope: MLIR reuses a name in sibling regions
         pattern = _uses(old)
-        for k in range(start + 1, func.end + 1):
+        for k in _scope(lines, start, func.end):
             if k in replaced:
                 replaced[k] = [pattern.sub(new, line) for line in replaced[k]]
             else:
@@ -186,20 +211,18 @@ def carry_ttir(text: str, has_dot: bool):
 
 
 # --- after ttadapter ---------------------------------------------------------------------------------------
+# The printed Linalg module reuses SSA names in sibling regions (two loops may both define
+# %reinterpret_cast_4), so every lookup is by line: a name's definition is the nearest one above
+# its use, its uses are those in the scope of that definition.
 _DEF = re.compile(r"^\s*(" + _SSA + r")(?::\d+)?\s*=\s*")
 
 
 class _Linalg:
     def __init__(self, text):
         self.lines = text.split("\n")
-        self.defs = {}
-        for i, line in enumerate(self.lines):
-            m = _DEF.match(line)
-            if m:
-                self.defs[m.group(1)] = i
         heads = [i for i, line in enumerate(self.lines) if H.op_name(line) == "func.func"]
         if len(heads) != 1:
-            raise CarryError(f"expected one func.func after ttadapter, found {len(heads)}")
+            raise CarryBug(f"expected one func.func after ttadapter, found {len(heads)}")
         self.head = heads[0]
         a, b = _head_args(self.lines[self.head])
         self.args = []
@@ -210,37 +233,62 @@ class _Linalg:
                 ty = ty[:ty.index("{")]
             self.args.append((m.group(1), ty.strip()))
 
-    def users(self, name, after=-1):
+    def name_at(self, i):
+        m = _DEF.match(self.lines[i])
+        return m.group(1) if m else None
+
+    def def_of(self, name, at):
+        """The line defining `name` as seen from line `at` (None: a function argument)."""
+        pat = re.compile(r"^\s*" + re.escape(name) + r"(?::\d+)?\s*=")
+        for i in range(at - 1, self.head, -1):
+            if pat.match(self.lines[i]):
+                return i
+        return None
+
+    def uses(self, name, defined_at):
+        """Lines using `name` in the scope of its definition at line `defined_at`."""
         pat = _uses(name)
-        return [i for i, line in enumerate(self.lines) if i > after and pat.search(line)
-                and self.defs.get(name) != i and not (i == self.head)]
+        return [k for k in _scope(self.lines, defined_at) if pat.search(self.lines[k])]
+
+    def indent(self, i):
+        return re.match(r"\s*", self.lines[i]).group(0)
 
 
 def _where_lost(op, what):
-    return CarryError(f"{op.where}: {what} after triton-ascend's ttadapter (the carrier form changed?); this is "
+    return CarryBug(f"{op.where}: {what} after triton-ascend's ttadapter (the carrier form changed?); this is "
                       f"a bug in triton_dist.backend_ascend.carry")
 
 
-def _marker_value(L: _Linalg, op, chan_name):
-    """(line of the marker store into chan_name, the stored scalar's SSA name or None, the stored tensor)."""
-    casts = [i for i in L.users(chan_name) if "memref.reinterpret_cast" in L.lines[i]]
-    for i in casts:
-        rc = _DEF.match(L.lines[i]).group(1)
-        for u in L.users(rc):
+@dataclass
+class _Marker:
+    line: int                # the store into the carrier argument
+    cast: int                # the reinterpret_cast of the carrier argument
+    value: str | None        # the scalar stored, when its definition names it
+    tensor: str | None       # the one-element tensor stored
+    tensor_type: str | None
+
+
+def _marker(L: _Linalg, op, chan_name) -> _Marker:
+    """The store of op's operand into the carrier argument chan_name."""
+    for c in L.uses(chan_name, L.head):
+        if "memref.reinterpret_cast" not in L.lines[c]:
+            continue
+        rc = L.name_at(c)
+        for u in L.uses(rc, c):
             line = L.lines[u]
             m = re.search(r"bufferization\.materialize_in_destination\s+(" + _SSA + r")\s+in\s+writable\s+"
                           + re.escape(rc) + r"\s*:\s*\((tensor<[^>]*>)", line)
             if m:
-                return u, _scalar_of(L, m.group(1)), (m.group(1), m.group(2)), [i]
+                return _Marker(u, c, _scalar_of(L, m.group(1), u), m.group(1), m.group(2))
             m = re.search(r"memref\.store\s+(" + _SSA + r"),\s*" + re.escape(rc) + r"\[", line)
             if m:
-                return u, m.group(1), None, [i]
+                return _Marker(u, c, m.group(1), None, None)
     raise _where_lost(op, f"the store into the carrier argument {chan_name} was not found")
 
 
-def _scalar_of(L, tensor):
+def _scalar_of(L, tensor, at):
     """The scalar a one-element tensor holds, when its definition says so (tensor.insert / linalg.fill)."""
-    i = L.defs.get(tensor)
+    i = L.def_of(tensor, at)
     if i is None:
         return None
     line = L.lines[i]
@@ -260,151 +308,125 @@ def insert_custom_ops(linalg: str, plan: Plan) -> str:
     L = _Linalg(linalg)
     n_ttir = plan.n_args + len(plan.extra_args)
     if len(L.args) != n_ttir + LEADING_ARGS + TRAILING_ARGS:
-        raise CarryError(f"@{plan.kernel}: ttadapter gave {len(L.args)} arguments for {n_ttir} kernel arguments "
+        raise CarryBug(f"@{plan.kernel}: ttadapter gave {len(L.args)} arguments for {n_ttir} kernel arguments "
                          f"(expected {LEADING_ARGS} before and {TRAILING_ARGS} after them); the adapter's calling "
                          f"convention differs from triton-ascend 3.2.0's")
-    ttir_to_linalg = {}
     ttir_names = [None] * plan.n_args + [n for n, _ in plan.extra_args]
-    for k, name in enumerate(ttir_names):
-        if name is not None:
-            ttir_to_linalg[name] = L.args[LEADING_ARGS + k]
+    linalg_of = {name: L.args[LEADING_ARGS + k] for k, name in enumerate(ttir_names) if name is not None}
     kernel_arg = lambda k: L.args[LEADING_ARGS + k]  # noqa: E731
     drop = set()          # lines to delete
     inserts = {}          # line -> [new lines] inserted before it
-    renames = []          # (after line, old, new)
-    candidates = set()    # values that may now be dead
+    renames = []          # (line of the custom op, old name, new name, lines in its scope)
+    candidates = set()    # definition lines that may now be dead
+    needs_c0 = False
     for op in plan.ops:
         operands, last = [], -1
         for o in op.operands:
-            chan = ttir_to_linalg[o.chan][0]
-            line, value, stored, casts = _marker_value(L, op, chan)
-            drop.add(line)
-            drop.update(casts)
-            last = max(last, line)
-            if stored:
-                candidates.add(stored[0])
+            mk = _marker(L, op, linalg_of[o.chan][0])
+            drop.update((mk.line, mk.cast))
+            last = max(last, mk.line)
+            if mk.tensor:
+                d = L.def_of(mk.tensor, mk.line)
+                if d is not None:
+                    candidates.add(d)
             if o.kind == "scalar":
+                value = mk.value
                 if value is None:
                     value = f"%dist_x{op.index}_{len(operands)}"
-                    inserts.setdefault(line, []).append(
-                        _indent_of(L, line) + f"{value} = tensor.extract {stored[0]}[%dist_c0] : {stored[1]}")
+                    needs_c0 = True
+                    inserts.setdefault(mk.line, []).append(
+                        L.indent(mk.line) + f"{value} = tensor.extract {mk.tensor}[%dist_c0] : {mk.tensor_type}")
                 operands.append((value, o.ttir_type))
                 continue
-            # a pointer: the memref the adapter made for it
-            if o.kernel_arg is not None:
-                operands.append(kernel_arg(o.kernel_arg))
-                if value is not None:
-                    candidates.add(value)
-                continue
-            d = L.defs.get(value) if value else None
+            # a pointer: the memref the adapter made for it (the kernel's argument itself if it is one)
+            d = L.def_of(mk.value, mk.line) if mk.value else None
             m = re.search(r"memref\.load\s+(" + _SSA + r")\[[^\]]*\]\s*:\s*(memref<.*>)\s*$",
                           L.lines[d]) if d is not None else None
             if m is None:
                 raise _where_lost(op, f"the memref of pointer operand {o.ttir_name} was not found")
-            candidates.add(value)
-            candidates.add(m.group(1))
-            operands.append((m.group(1), m.group(2)))
-        indent = _indent_of(L, last) if last >= 0 else "    "
+            candidates.add(d)
+            if o.kernel_arg is not None:
+                operands.append(kernel_arg(o.kernel_arg))
+            else:
+                operands.append((m.group(1), m.group(2)))
         common = dict(core=op.core, gm=op.gm, effects=op.effects)
         if op.result_kind == "scalar":
-            chan = ttir_to_linalg[op.result_chan][0]
+            chan = linalg_of[op.result_chan][0]
             loads = []
-            for c in [i for i in L.users(chan) if "memref.reinterpret_cast" in L.lines[i]]:
-                rc = _DEF.match(L.lines[c]).group(1)
-                drop.add(c)
-                loads += [u for u in L.users(rc) if "memref.load" in L.lines[u]]
+            for c in L.uses(chan, L.head):
+                if "memref.reinterpret_cast" in L.lines[c]:
+                    drop.add(c)
+                    loads += [u for u in L.uses(L.name_at(c), c) if "memref.load" in L.lines[u]]
             if len(loads) != 1:
                 raise _where_lost(op, f"{len(loads)} loads of the result argument {chan}")
             at = loads[0]
-            result = _DEF.match(L.lines[at]).group(1)
-            indent = _indent_of(L, at)
             drop.add(at)
-            inserts.setdefault(at, []).append(indent + H.custom_op(op.symbol, operands, result=result,
-                                                          result_type=op.result_type, **common))
-            _check_before(L, op, operands, at)
+            inserts.setdefault(at, []).append(L.indent(at) + H.custom_op(
+                op.symbol, operands, result=L.name_at(at), result_type=op.result_type, **common))
+            if last > at:
+                raise _where_lost(op, "an operand is stored after the result is read")
         elif op.result_kind == "pointer":
-            arg, ty = ttir_to_linalg[op.result_chan]
+            arg, ty = linalg_of[op.result_chan]
             result = f"%dist_ptr{op.index}"
             at = last + 1
-            inserts.setdefault(at, []).append(indent + H.custom_op(op.symbol, operands, result=result,
-                                                                   result_type=ty, **common))
-            inserts[at].append(f"{indent}annotation.mark {result} {{address_space = #hivm.address_space<gm>}} : {ty}")
-            early = [u for u in L.users(arg) if u < at]
-            if early:
-                raise _where_lost(op, f"the pointer it returns is used before it (line {early[0] + 1})")
-            renames.append((at, arg, result))
+            ind = L.indent(last)
+            inserts.setdefault(at, []).append(ind + H.custom_op(op.symbol, operands, result=result, result_type=ty,
+                                                                **common))
+            inserts[at].append(f"{ind}annotation.mark {result} {{address_space = #hivm.address_space<gm>}} : {ty}")
+            scope = set(_scope(L.lines, last))
+            outside = [u for u in L.uses(arg, L.head) if u not in scope]
+            if outside:
+                raise _where_lost(op, f"the pointer it returns is used outside its scope (line {outside[0] + 1})")
+            renames.append((arg, result, scope))
         else:
             if op.anchor:
-                chan = ttir_to_linalg[op.anchor][0]
-                line, _, stored, casts = _marker_value(L, op, chan)
-                drop.add(line)
-                drop.update(casts)
-                if stored:
-                    candidates.add(stored[0])
-                last = line
-                indent = _indent_of(L, line)
-            inserts.setdefault(last + 1, []).append(indent + H.custom_op(op.symbol, operands, **common))
+                mk = _marker(L, op, linalg_of[op.anchor][0])
+                drop.update((mk.line, mk.cast))
+                if mk.tensor:
+                    d = L.def_of(mk.tensor, mk.line)
+                    if d is not None:
+                        candidates.add(d)
+                last = mk.line
+            result = dict(result=f"%dist_unused{op.index}", result_type=op.result_type) \
+                if op.result_kind == "unused" else {}
+            inserts.setdefault(last + 1, []).append(L.indent(last) + H.custom_op(op.symbol, operands, **result,
+                                                                                 **common))
+    for arg, result, scope in renames:
+        pat = _uses(arg)
+        for k in scope:
+            L.lines[k] = pat.sub(result, L.lines[k])
+    _remove_dead(L, candidates, drop, " ".join(x for v in inserts.values() for x in v))
     out = []
-    needs_c0 = any("%dist_c0]" in x for v in inserts.values() for x in v)
     for i, line in enumerate(L.lines):
         if i == L.head + 1 and needs_c0:
-            out.append(re.match(r"\s*", line).group(0) + "%dist_c0 = arith.constant 0 : index")
+            out.append(L.indent(i) + "%dist_c0 = arith.constant 0 : index")
         out.extend(inserts.get(i, []))
         if i not in drop:
             out.append(line)
-    text = "\n".join(out)
-    for _, old, new in renames:
-        text = _rename_after_definition(text, old, new)
-    text = _remove_dead(text, candidates)
-    return _drop_args(text, {ttir_to_linalg[n][0] for n, _ in plan.extra_args})
-
-
-def _indent_of(L, i):
-    return re.match(r"\s*", L.lines[i]).group(0)
-
-
-def _check_before(L, op, operands, at):
-    for name, _ in operands:
-        d = L.defs.get(name)
-        if d is not None and d > at:
-            raise _where_lost(op, f"operand {name} is defined after the op's place")
-
-
-def _rename_after_definition(text, old, new):
-    lines = text.split("\n")
-    pat = _uses(old)
-    seen = False
-    for i, line in enumerate(lines):
-        if not seen:
-            if re.match(r"^\s*" + re.escape(new) + r"\s*=", line):
-                seen = True
-            continue
-        lines[i] = pat.sub(new, line)
-    return "\n".join(lines)
+    return _drop_args("\n".join(out), {linalg_of[n][0] for n, _ in plan.extra_args})
 
 
 _PURE = ("tensor.insert", "tensor.empty", "linalg.fill", "memref.load", "memref.reinterpret_cast",
          "arith.constant", "tensor.extract")
 
 
-def _remove_dead(text, candidates):
-    """Delete the marker values nothing uses any more (and what only they used)."""
-    lines = text.split("\n")
+def _remove_dead(L: _Linalg, candidates, drop, inserted: str) -> None:
+    """Add to `drop` the marker values nothing else uses any more (and what only they used);
+    a name the inserted custom ops mention is kept (wherever it is defined: keeping too much is
+    harmless, bishengir-compile's canonicalizer removes what is unused)."""
     work = set(candidates)
     while work:
-        name = work.pop()
-        defs = [i for i, line in enumerate(lines) if re.match(r"^\s*" + re.escape(name) + r"\s*=", line)]
-        if len(defs) != 1 or H.op_name(lines[defs[0]]) not in _PURE:
+        d = work.pop()
+        if d in drop or H.op_name(L.lines[d]) not in _PURE:
             continue
-        pat = _uses(name)
-        if any(pat.search(line) for i, line in enumerate(lines) if i != defs[0]):
+        name = L.name_at(d)
+        if name is None or any(u not in drop for u in L.uses(name, d)) or _uses(name).search(inserted):
             continue
-        dead = lines[defs[0]]
-        lines[defs[0]] = None
-        lines = [x for x in lines if x is not None]
-        rhs = dead.split("=", 1)[1]
-        work.update(re.findall(_SSA, rhs))
-    return "\n".join(lines)
+        drop.add(d)
+        for operand in re.findall(_SSA, L.lines[d].split("=", 1)[1]):
+            od = L.def_of(operand, d)
+            if od is not None:
+                work.add(od)
 
 
 def _drop_args(text, names):

@@ -9,7 +9,9 @@ pipeline (pipeline.compile_kernel) once per (source, signature, constexprs, targ
 are kept in memory per process and on disk (cache.py) between processes and sessions.
 
 A refusal raises NpuCompileError with the compiler's own lines: the launch, and the test that
-made it, fail with them.  What cannot be checked is skipped, never failed: the tools missing
+made it, fail with them; unless it is a recorded limit of the 3.2.0 tools (known_limits.py:
+that kernel, that error line), reported by name as a known limit.  What cannot be checked is
+skipped, never failed: the tools missing
 on this machine, a kernel the frontend refuses (the simulator reports that itself, with its
 own message), or a form the 3.2.0 adapter cannot be given (carry.CarryError, named in
 docs/ascend.md).
@@ -71,7 +73,7 @@ def _log(record):
 
 
 def check(fn, sig, consts, *, tgt=None):
-    """(status, outcome or reason): status "accepted", "refused" or "skipped"."""
+    """(status, outcome or reason): status "accepted", "refused", "known-limit" or "skipped"."""
     from . import cache, pipeline
     from .carry import CarryError
     tgt = tgt or target()
@@ -80,8 +82,14 @@ def check(fn, sig, consts, *, tgt=None):
                                                                               "co_filename", ""),
               "signature": sig, "constexprs": {k: repr(v) for k, v in consts.items()}, "target": tgt,
               "pid": os.getpid()}
+    logged = []
+
+    def log_fresh(outcome):          # inside the cache lock: before any other rank can read the verdict
+        logged.append(outcome)
+        _log(_record(record, _status(record, outcome), outcome, t0))
+
     try:
-        out = pipeline.compile_kernel(fn, sig, consts, target=tgt, cache=cache.Cache())
+        out = pipeline.compile_kernel(fn, sig, consts, target=tgt, cache=cache.Cache(), on_compiled=log_fresh)
     except pipeline.ToolsMissing as e:
         result = ("skipped", f"tools missing: {e}")
     except CarryError as e:
@@ -92,17 +100,36 @@ def check(fn, sig, consts, *, tgt=None):
         result = ("skipped", f"internal error of the NPU compile check ({type(e).__name__}: {e}); please report it")
     else:
         result = (out.status, out)
-    status, what = result
-    record.update(status=status, seconds=round(time.monotonic() - t0, 3))
-    if isinstance(what, pipeline.Outcome):
+        if out.status == "refused":
+            from .known_limits import match
+            where = f"{record['file']}::{record['kernel']}"
+            limit = match(where, out.errors)
+            if limit is not None:
+                result = ("known-limit", out)
+                record["limit"] = f"{limit.what} ({limit.doc})"
+    if not logged:
+        _log(_record(record, result[0], result[1], t0))
+    return result
+
+
+def _status(record, outcome):
+    from .known_limits import match
+    if outcome.status == "refused" and match(f"{record['file']}::{record['kernel']}", outcome.errors):
+        return "known-limit"
+    return outcome.status
+
+
+def _record(base, status, what, t0):
+    from .pipeline import Outcome
+    record = dict(base, status=status, seconds=round(time.monotonic() - t0, 3))
+    if isinstance(what, Outcome):
         record.update(key=what.key, cached=what.cached, compile_seconds=what.seconds, symbols=what.symbols)
-        if status == "refused":
+        if status in ("refused", "known-limit"):
             record["report"] = what.report()
     else:
-        record.update(key=f"skip:{record['kernel']}:{json.dumps(sig, sort_keys=True)}:{record['constexprs']}",
-                      reason=what)
-    _log(record)
-    return result
+        record.update(key=f"skip:{record['kernel']}:{json.dumps(base['signature'], sort_keys=True)}:"
+                          f"{record['constexprs']}", reason=what)
+    return record
 
 
 def check_launch(launch) -> None:

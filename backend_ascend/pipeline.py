@@ -275,10 +275,12 @@ def cache_key(jit_key: str, name: str, signature, constexprs, target, options, t
 
 
 def compile_kernel(fn, signature, constexprs=None, *, target=DEFAULT_TARGET, options=None, keep=None,
-                   cache=None, tools=None) -> Outcome:
+                   cache=None, tools=None, on_compiled=None) -> Outcome:
     """Compile `fn` for `signature`/`constexprs` through the real NPU pipeline (see the module doc).
 
     cache: a cache.Cache to read and fill (None: no cache; --keep never uses one).
+    on_compiled: called with the fresh outcome while the cache entry is still locked (so that a
+    record of who compiled it is written before any other process can read the verdict).
     Raises ToolsMissing when a tool is not here, TritonDistError for a kernel the frontend or
     the lowering refuses (a user error, as `triton-dist lower` reports it)."""
     from .frontend import as_jit_function
@@ -298,6 +300,8 @@ def compile_kernel(fn, signature, constexprs=None, *, target=DEFAULT_TARGET, opt
         outcome = _compile(fn, name, signature, constexprs, target, options, keep, tools)
         cache.put(key, outcome)
         outcome.key = key
+        if on_compiled is not None:
+            on_compiled(outcome)
         return outcome
 
 

@@ -24,3 +24,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 else
   echo "[setup] .venv is up to date"
 fi
+# triton-ascend's ttadapter (triton-adapter-opt), for the NPU compile checks (docs/ascend.md): taken
+# out of the triton-ascend==3.2.0 wheel with `pip download` (never installed: it would replace
+# stock triton) into .venv/share/triton_dist, sha256-checked; a no-op when already there.  On a
+# machine where it cannot be had (not x86_64 Linux, offline) this says so and the checks skip.
+.venv/bin/python -m triton_dist.backend_ascend.toolchain fetch

@@ -35,7 +35,7 @@ class HeapSet:
 class SimBackend(Backend):
     name = "sim"
     launch_options = frozenset({"schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check",
-                                "predict"})
+                                "predict", "npu_compile"})
     auto_priority = 0          # the fallback of `auto`: runs anywhere
 
     @classmethod

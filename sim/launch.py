@@ -20,7 +20,7 @@ from triton_dist.errors import DeadlockError, LaunchTimeoutError, RankError, Tri
 
 # What the simulator uses for an option neither the caller nor the session set.
 OPTION_DEFAULTS = {"schedule": "free", "seed": None, "memory_model": "ascend", "barrier_plus_one": True,
-                   "trace": None, "race_check": False, "predict": None}
+                   "trace": None, "race_check": False, "predict": None, "npu_compile": False}
 # Simulator-only session settings the command line sets: how many events a failure report
 # keeps, and the command that replays a failure (instead of a launch() call).
 SESSION = {"events": 40, "replay_cmd": None}
@@ -104,9 +104,16 @@ def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
     ranks' handles: a RankError/DeadlockError/LaunchTimeoutError/RaceError kept by the caller (a list of
     failures, pytest's report) would pin them all.  What the error says is in its message,
     its rank traceback and its replay line; a finished launch holds nothing."""
+    from triton_dist import kernel_launches
     from triton_dist.errors import RaceError
+    # the ranks are forked inside: they inherit the checks switched on here
+    npu_compile = given.pop("npu_compile", False)
+    if npu_compile not in (True, False):
+        raise TritonDistError(f"launch: npu_compile must be True or False, got {npu_compile!r}")
+    checks = ["npu-compile"] if npu_compile else []
     try:
-        return _launch(fn, args, kwargs, world_size=world_size, timeout=timeout, **given)
+        with kernel_launches.checks(checks):
+            return _launch(fn, args, kwargs, world_size=world_size, timeout=timeout, **given)
     except (RankError, DeadlockError, LaunchTimeoutError, RaceError) as e:
         failure = e.with_traceback(None)
     raise failure

@@ -30,7 +30,7 @@ MAX_WORLD_SIZE = 64
 # --sim-seed, --sim-race-check) and `triton-dist run` set them.  A default applies only to
 # a backend that accepts the option; the backend supplies its own default otherwise.
 DEFAULTS: dict = {"schedule": None, "seed": None, "memory_model": None, "trace": None, "race_check": None,
-                  "barrier_plus_one": None, "predict": None}
+                  "barrier_plus_one": None, "predict": None, "npu_compile": None}
 # schedule and seed of the last launch of this process (for replay lines)
 LAST_LAUNCH: dict = {}
 # The last failed launch of this process under a deterministic schedule (for replay lines).
@@ -56,12 +56,12 @@ class LaunchResult:
 
 
 # Options of launch() besides world_size and timeout, in the order of its signature.
-OPTIONS = ("schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check", "predict")
+OPTIONS = ("schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check", "predict", "npu_compile")
 
 
 def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeout=60.0,
            memory_model=None, barrier_plus_one=None, trace=None, race_check=None, predict=None,
-           **kwargs) -> LaunchResult:
+           npu_compile=None, **kwargs) -> LaunchResult:
     """Run fn(*args, **kwargs) in `world_size` ranks; return their values in rank order.
 
     backend: a registered backend name ("sim", "cuda", "npu", ...) or None: the backend this
@@ -74,8 +74,12 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     race_check: True to raise RaceError (which carries the result) on races, "report" to
     only list them in LaunchResult.races (docs/races.md); predict: a device profile name
     ("h200-nvlink", "atlas-a2") to predict the run's kernel times on that device into
-    LaunchResult.prediction (README, "Performance prediction").  An option left as None takes the
-    session default (DEFAULTS), which the pytest plugin and the command line set.
+    LaunchResult.prediction (README, "Performance prediction"); npu_compile: True to compile
+    every kernel the ranks launch with the real NPU compilers as well (the signature and
+    constexprs of each launch; docs/ascend.md, "The real compiler on every kernel"): a kernel
+    they refuse fails the launch with RankError naming NpuCompileError and the compiler's own
+    lines.  An option left as None takes the session default (DEFAULTS), which the pytest plugin
+    and the command line set.
     """
     LAUNCHES[0] += 1
     _refuse_inside_a_rank(fn, world_size)
@@ -91,7 +95,7 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     name = backend if backend is not None else _backend.resolve()
     cls = registry.backend_class(name)
     given = dict(schedule=schedule, seed=seed, memory_model=memory_model, barrier_plus_one=barrier_plus_one,
-                 trace=trace, race_check=race_check, predict=predict)
+                 trace=trace, race_check=race_check, predict=predict, npu_compile=npu_compile)
     options = {}
     for key in OPTIONS:
         value, from_session = given[key], False

@@ -16,6 +16,9 @@ Options:
   --sim-seed N           default seed (first seed with --sim-seeds)
   --sim-seeds K          run each test that launches ranks under K seeds
   --sim-race-check       turn the race detector on for every launch
+  --npu-compile          also compile every kernel the simulator launches with the real NPU
+                         compilers (docs/ascend.md); a refusal fails the test that launched it,
+                         and the session ends with one line: accepted, refused, skipped
 Marker: @pytest.mark.backend("npu") runs a test only where that backend is selected and
 available.  A failing test prints one line that replays it exactly.
 
@@ -179,6 +182,10 @@ def pytest_addoption(parser):
                 help="run each test that launches ranks under K seeds (from --sim-seed, default 0)")
     g.addoption("--sim-race-check", action="store_true", default=False,
                 help="check every launch for unordered conflicting accesses")
+    g.addoption("--npu-compile", action="store_true", default=False,
+                help="also compile every kernel launched on the simulator with the real NPU compilers "
+                     "(triton-ascend's triton-adapter-opt, AscendNPU-IR's bishengir-compile; cached on disk); a "
+                     "kernel they refuse fails its test")
 
 
 def _requested(config) -> list | None:
@@ -214,6 +221,8 @@ def pytest_configure(config):
         raise pytest.UsageError("--sim-seeds must be at least 1")
     if config.getoption("--sim-seeds") > 1 and config.getoption("--sim-schedule") in (None, "free"):
         raise pytest.UsageError("--sim-seeds needs --sim-schedule random or pct")
+    if config.getoption("--npu-compile"):
+        _npu_compile_configure(config)
 
 
 def _apply_options(config) -> None:
@@ -233,16 +242,18 @@ def _apply_options(config) -> None:
 
 def pytest_report_header(config):
     why = _probe()
+    extra = _npu_compile_header(config)
     if why:
-        return [f"triton_dist: cannot run here, its tests skip: {why}"]
+        return [f"triton_dist: cannot run here, its tests skip: {why}"] + extra
     if not _loaded():
-        return ["triton_dist: not imported (activated by the first test that uses it)"]
+        return ["triton_dist: not imported (activated by the first test that uses it)"] + extra
     line = sys.modules.get("triton_dist.sim.interp")
     api = getattr(getattr(line, "API", None), "line", None)
-    return [f"triton_dist: active{f' on {api}' if api else ''}"]
+    return [f"triton_dist: active{f' on {api}' if api else ''}"] + extra
 
 
 def pytest_unconfigure(config):
+    _npu_compile_unconfigure(config)
     saved = getattr(config, "_triton_dist_saved", None)
     if saved is not None:
         from triton_dist import launcher
@@ -379,3 +390,120 @@ def _triton_dist_forget_last_launch():
     if _loaded():
         sys.modules["triton_dist.launcher"].LAST_LAUNCH.clear()
     yield
+
+
+# --- --npu-compile --------------------------------------------------------------------------------------
+# The check itself runs in whichever process launches a kernel (ranks, pytest-xdist workers,
+# `triton-dist run` ranks): it is switched on through the environment they inherit
+# (TRITON_DIST_LAUNCH_CHECKS, triton_dist/kernel_launches.py), and each of them appends what it
+# checked to one log (TRITON_DIST_NPU_COMPILE_LOG) that the controller sums up at the end.
+_CHECKS_ENV = "TRITON_DIST_LAUNCH_CHECKS"
+_LOG_ENV = "TRITON_DIST_NPU_COMPILE_LOG"
+
+
+def _npu_compile_configure(config) -> None:
+    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LOG_ENV)}
+    config._triton_dist_npu_env = saved
+    names = [n for n in (saved[_CHECKS_ENV] or "").split(",") if n.strip()]
+    if "npu-compile" not in names:
+        os.environ[_CHECKS_ENV] = ",".join(names + ["npu-compile"])
+    if not saved[_LOG_ENV] and not hasattr(config, "workerinput"):    # the controller owns the log
+        import tempfile
+        fd, path = tempfile.mkstemp(prefix="triton_dist-npu-compile-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[_LOG_ENV] = path
+        config._triton_dist_npu_log = path
+
+
+def _npu_compile_unconfigure(config) -> None:
+    saved = getattr(config, "_triton_dist_npu_env", None)
+    if saved is None:
+        return
+    path = getattr(config, "_triton_dist_npu_log", None)
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _toolchain_module():
+    """backend_ascend/toolchain.py loaded by path (it imports nothing of triton_dist): the header
+    can say whether the compilers are here without activating triton_dist."""
+    spec = importlib.util.find_spec("triton_dist")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = os.path.dirname(list(spec.submodule_search_locations)[0])
+    for path in (os.path.join(root, "backend_ascend", "toolchain.py"),
+                 os.path.join(list(spec.submodule_search_locations)[0], "backend_ascend", "toolchain.py")):
+        if os.path.exists(path):
+            name = "_triton_dist_toolchain_probe"
+            if name not in sys.modules:
+                tspec = importlib.util.spec_from_file_location(name, path)
+                mod = importlib.util.module_from_spec(tspec)
+                sys.modules[name] = mod            # dataclasses look their module up there
+                tspec.loader.exec_module(mod)
+            return sys.modules[name]
+    return None
+
+
+def _npu_compile_header(config) -> list:
+    if not config.getoption("--npu-compile"):
+        return []
+    try:
+        tools = _toolchain_module().find()
+    except Exception as e:  # noqa: BLE001 - the header must never break pytest
+        return [f"triton_dist --npu-compile: the compilers cannot be looked for ({type(e).__name__}: {e})"]
+    if tools.missing:
+        return [f"triton_dist --npu-compile: kernels will be skipped, missing {'; '.join(tools.missing)}"]
+    return [f"triton_dist --npu-compile: triton-adapter-opt from {tools.adapter_from}, bishengir-compile from "
+            f"{tools.compiler_from}"]
+
+
+def npu_compile_summary(path) -> str:
+    """The one line that sums up a session's log: distinct kernels accepted (compiled now or
+    from the cache), refused, skipped."""
+    import json
+    records = {}
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        prev = records.get(r["key"])
+        if prev is None or not r.get("cached", True):
+            records[r["key"]] = r
+    by = {"accepted": [], "refused": [], "known-limit": [], "skipped": []}
+    for r in records.values():
+        by.setdefault(r["status"], []).append(r)
+    fresh = sum(1 for r in by["accepted"] if not r.get("cached"))
+    spent = sum(sum(r.get("compile_seconds", {}).values()) for r in records.values() if not r.get("cached"))
+    text = (f"npu-compile: {len(records)} distinct kernels: {len(by['accepted'])} accepted ({fresh} compiled now, "
+            f"{len(by['accepted']) - fresh} from the cache), {len(by['refused'])} refused, "
+            f"{len(by['known-limit'])} known limits, {len(by['skipped'])} skipped; {spent:.1f} s compiling")
+    if by["refused"]:
+        text += "; refused: " + ", ".join(sorted({r["kernel"] for r in by["refused"]}))
+    if by["known-limit"]:
+        text += "; known limits (docs/ascend.md): " + ", ".join(sorted({r["kernel"] for r in by["known-limit"]}))
+    if by["skipped"]:
+        reasons = sorted({r.get("reason", "").split(":")[0].split(" (")[0] for r in by["skipped"]})
+        text += "; skipped: " + ", ".join(sorted({r["kernel"] for r in by["skipped"]})) + f" ({'; '.join(reasons)})"
+    return text
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    path = getattr(config, "_triton_dist_npu_log", None) or (
+        os.environ.get(_LOG_ENV) if config.getoption("--npu-compile") and not hasattr(config, "workerinput")
+        else None)
+    if path:
+        terminalreporter.write_line(npu_compile_summary(path))

@@ -1,0 +1,42 @@
+"""Refusals of the real NPU compilers that are known, explained and recorded (docs/ascend.md, "What the
+real compilers refuse"): the one table of them.
+
+Under `pytest --npu-compile` / `launch(..., npu_compile=True)` a refusal that matches an entry
+here (the kernel, and the compiler's own line) does not fail the launch: it is reported as a
+known limit, by name, in the session's summary.  Any other refusal of the same kernel still
+fails.  tests/test_npu_compile.py checks that every entry still reproduces, so an entry that the
+tools or the kernel outgrow is noticed (and removed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnownLimit:
+    kernel: str         # "path/from/repo.py::name" of the kernel's source file
+    error: str          # a substring of one of the compiler's error lines
+    what: str           # the limit, in a sentence
+    doc: str = "docs/ascend.md, \"What the real compilers refuse\""
+
+
+# A pointer yielded by scf.if crashes triton-adapter-opt 3.2.0 (SIGSEGV), with or without distributed
+# ops (tests/test_npu_compile.py::test_a_pointer_chosen_in_a_branch_crashes_the_adapter).
+_BRANCH_POINTER = ("triton-adapter-opt 3.2.0 crashes on a pointer chosen in a branch (a pointer yielded by "
+                   "scf.if), here {}")
+
+LIMITS = (
+    KnownLimit("triton_dist/kernels/collectives.py::_ring_kernel", "triton-adapter-opt crashed (SIGSEGV",
+               _BRANCH_POINTER.format("`rbuf = ws; if s > 0: rbuf = dl.consume_token(ws, tok)`")),
+    KnownLimit("triton_dist/kernels/gemm.py::_ag_gemm_kernel", "triton-adapter-opt crashed (SIGSEGV",
+               _BRANCH_POINTER.format("`base = a + ... if src == me else dl.consume_token(ws + ..., tok)`")),
+)
+
+
+def match(kernel_path: str, errors) -> KnownLimit | None:
+    """The entry for a refusal of the kernel at `kernel_path` (its file relative to the repository,
+    '::', its name) with these error lines, or None."""
+    for limit in LIMITS:
+        if kernel_path.endswith(limit.kernel) and any(limit.error in e for e in errors):
+            return limit
+    return None
