@@ -27,11 +27,46 @@ BLOCKED = (WAITING, HOST_COLLECTIVE, IN_KERNEL, DONE, IDLE)
 
 # prog: on a core, the program (linear index) it runs; on the host record, the grid size.
 # ndisp (host record): programs dispatched so far; ncores/kind: the cores the kernel runs on.
+# awaited/seen hold any signal value, int64 or uint64: one above 2**63 is stored as its int64
+# bit pattern with its bit set in `wide` (AWAITED_WIDE, SEEN_WIDE); value() reads it back.
 RECORD = np.dtype([
     ("state", "i4"), ("gen", "u4"), ("addr", "u8"), ("awaited", "i8"), ("seen", "i8"),
-    ("prog", "i8"), ("ndisp", "i8"), ("ncores", "i4"),
+    ("prog", "i8"), ("ndisp", "i8"), ("ncores", "i4"), ("wide", "u1"),
     ("op", "S40"), ("where", "S120"), ("target", "S80"), ("kind", "S12"),
 ])
+WIDE = {"awaited": 1, "seen": 2}
+
+
+def put_value(rec, field: str, v) -> None:
+    """Store a signal value in an i8 field: -2**63..2**64-1 (int64 and uint64 signals)."""
+    v = int(v)
+    bit = WIDE[field]
+    if not -(1 << 63) <= v < 1 << 63:
+        v %= 1 << 64                 # a uint64 value (beyond it: wrapped, as the slot would)
+    if v >= 1 << 63:
+        rec[field] = v - (1 << 64)
+        rec["wide"] = int(rec["wide"]) | bit
+    else:
+        rec[field] = v
+        rec["wide"] = int(rec["wide"]) & ~bit
+
+
+def value(rec, field: str) -> int:
+    v = int(rec[field])
+    return v + (1 << 64) if int(rec["wide"]) & WIDE[field] else v
+
+
+def cut(text: str, nbytes: int) -> bytes:
+    """text as UTF-8 in at most nbytes, never cutting a character in two (a file or kernel
+    name in any script: a cut inside a letter would make the report unreadable)."""
+    b = text.encode()
+    if len(b) <= nbytes:
+        return b
+    return b[:nbytes].decode("utf-8", "ignore").encode()
+
+
+def text(field) -> str:
+    return bytes(field).decode("utf-8", "replace")
 
 
 class Board:
@@ -58,12 +93,12 @@ class Board:
 
     def set(self, rank, core, state, op="", where="", target="", addr=0, awaited=0, seen=0):
         r = self.rec[rank, self._index(core)]
-        r["op"] = op.encode()[:40]
-        r["where"] = where.encode()[:120]
-        r["target"] = target.encode()[:80]
+        r["op"] = cut(op, 40)
+        r["where"] = cut(where, 120)
+        r["target"] = cut(target, 80)
         r["addr"] = addr
-        r["awaited"] = awaited
-        r["seen"] = seen
+        put_value(r, "awaited", awaited)
+        put_value(r, "seen", seen)
         r["gen"] += 1
         r["state"] = state
 
@@ -73,7 +108,7 @@ class Board:
         r["state"] = state
 
     def seen(self, rank, core, value):
-        self.rec[rank, self._index(core)]["seen"] = value
+        put_value(self.rec[rank, self._index(core)], "seen", value)
 
     def clear_cores(self, rank):
         self.rec[rank, :self.cores]["state"] = IDLE
@@ -81,7 +116,7 @@ class Board:
     # -- programs and cores --------------------------------------------------------------------
     def kernel_begin(self, rank, nprog: int, ncores: int, kind: str):
         h = self.rec[rank, self.host]
-        h["prog"], h["ndisp"], h["ncores"], h["kind"] = nprog, 0, ncores, kind.encode()[:12]
+        h["prog"], h["ndisp"], h["ncores"], h["kind"] = nprog, 0, ncores, cut(kind, 12)
 
     def dispatched(self, rank, core: int, prog: int):
         """Program `prog` starts on `core` (in order: it is also the count dispatched - 1)."""
@@ -101,14 +136,14 @@ class Board:
         waiting = sorted(int(self.rec[rank, c]["prog"]) for c in cores)
         later = f"program {ndisp} waits" if ndisp == nprog - 1 else f"programs {ndisp}-{nprog - 1} wait"
         now = f"program {waiting[0]} waits" if len(waiting) == 1 else f"programs {_ranges(waiting)} wait"
-        return (f"grid of {nprog} programs on {int(h['ncores'])} {h['kind'].decode()} cores: "
+        return (f"grid of {nprog} programs on {int(h['ncores'])} {text(h['kind'])} cores: "
                 f"{now}; {later} to be dispatched (a core runs one program at a time and takes the next one only "
                 f"when its program ends, so on the NPU the running programs wait forever for a "
                 f"program that cannot start: launch at most {int(h['ncores'])} programs that wait "
                 f"for each other, or make no program wait for a later one)")
 
     def snapshot(self):
-        return self.rec[["state", "gen", "seen"]].copy()
+        return self.rec[["state", "gen", "seen", "wide"]].copy()
 
     def report(self, ranks=None) -> str:
         lines = []
@@ -119,8 +154,8 @@ class Board:
                 lines.append(f"rank {rank}: finished")
                 continue
             if hs == HOST_COLLECTIVE:
-                lines.append(f"rank {rank} host: blocked in {host['op'].decode()} "
-                             f"at {host['where'].decode()}")
+                lines.append(f"rank {rank} host: blocked in {text(host['op'])} "
+                             f"at {text(host['where'])}")
                 continue
             if hs == RUNNING:
                 lines.append(f"rank {rank} host: running host code")
@@ -135,24 +170,25 @@ class Board:
                 r = self.rec[rank, c]
                 st = int(r["state"])
                 who = f"rank {rank} core {c}" + (f" (program {int(r['prog'])})" if int(r["prog"]) != c else "")
-                op = r["op"].decode()
+                op = text(r["op"])
+                where, target, seen = text(r["where"]), text(r["target"]), value(r, "seen")
                 if st == WAITING and op.startswith("spin on plain loads"):
                     lines.append(
-                        f"  {who}: spins on plain scalar loads at {r['where'].decode()}: "
-                        f"{r['target'].decode()} (0x{int(r['addr']):x}) sees {int(r['seen'])} every time "
+                        f"  {who}: spins on plain scalar loads at {where}: "
+                        f"{target} (0x{int(r['addr']):x}) sees {seen} every time "
                         f"(a load through the data cache never sees another core's write without dcci: "
                         f"use dl.wait / signal_wait_until)")
                 elif st == WAITING and op.startswith("spin on"):
                     what = "atomics" if "atomic" in op else "loads"
                     lines.append(
-                        f"  {who}: polls with {what} at {r['where'].decode()}: "
-                        f"{r['target'].decode()} (0x{int(r['addr']):x}) sees {int(r['seen'])} every time, "
+                        f"  {who}: polls with {what} at {where}: "
+                        f"{target} (0x{int(r['addr']):x}) sees {seen} every time, "
                         f"writing nothing (it waits for another task to change it)")
                 elif st == WAITING:
                     lines.append(
-                        f"  {who}: {r['op'].decode()} at {r['where'].decode()}: "
-                        f"{r['target'].decode()} (0x{int(r['addr']):x}) awaits {int(r['awaited'])}, "
-                        f"sees {int(r['seen'])}")
+                        f"  {who}: {op} at {where}: "
+                        f"{target} (0x{int(r['addr']):x}) awaits {value(r, 'awaited')}, "
+                        f"sees {seen}")
                 elif st == DONE:
                     lines.append(f"  {who}: finished")
                 else:

@@ -39,6 +39,7 @@ from triton_dist import lifeline
 from triton_dist.errors import DeadlockError, TritonDistError
 
 from .. import dma
+from ..board import cut, text
 
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
@@ -52,8 +53,9 @@ RNG, DIGEST, SEED, STEPS, EPOCH, SWITCHES = range(6)
 # signed words: who holds the baton, collective bookkeeping
 CURRENT, ARRIVED, LEAVING = range(3)
 
+# value: a signal value above 2**63 (uint64 signals) is kept as its int64 bit pattern, wide = 1
 EVENT = np.dtype([("step", "u8"), ("rank", "i4"), ("core", "i4"), ("op", "S28"), ("where", "S64"),
-                  ("heap", "i4"), ("buf", "S40"), ("addr", "u8"), ("value", "i8")])
+                  ("heap", "i4"), ("buf", "S40"), ("addr", "u8"), ("value", "i8"), ("wide", "u1")])
 
 
 def splitmix64(state: int):
@@ -124,11 +126,12 @@ class SharedSchedule:
             if heap >= 0:
                 addr = f"heap of rank {heap} + {int(e['addr'])}"
             elif e["buf"]:
-                addr = f"{e['buf'].decode()} + {int(e['addr'])}"
+                addr = f"{text(e['buf'])} + {int(e['addr'])}"
             else:
                 addr = f"0x{int(e['addr']):x}" if int(e["addr"]) else "-"
-            out.append(f"  step {int(e['step']):>7}  {who:14s} {e['op'].decode():26s} "
-                       f"{e['where'].decode():44s} {addr} = {int(e['value'])}")
+            value = int(e["value"]) + ((1 << 64) if int(e["wide"]) else 0)
+            out.append(f"  step {int(e['step']):>7}  {who:14s} {text(e['op']):26s} "
+                       f"{text(e['where']):44s} {addr} = {value}")
         return f"last {len(out)} of {self.steps()} steps:\n" + "\n".join(out)
 
 
@@ -174,12 +177,17 @@ class DeterministicScheduler:
                 if b.heap_rank is not None:
                     heap = b.heap_rank
                 else:
-                    buf = b.name.encode()[:40]
+                    buf = cut(b.name, 40)
                 addr = addr - b.start
         step = int(self.sh.u[STEPS])
         rank, core = self.sh.who(slot)
-        self.sh.events[step % EVENTS] = (step, rank, core, op.encode()[:28], where.encode()[:64], heap,
-                                         buf, addr, value)
+        value, wide = int(value), 0
+        if not -(1 << 63) <= value < 1 << 63:       # a uint64 signal value
+            value %= 1 << 64
+            if value >= 1 << 63:
+                value, wide = value - (1 << 64), 1
+        self.sh.events[step % EVENTS] = (step, rank, core, cut(op, 28), cut(where, 64), heap,
+                                         buf, addr, value, wide)
 
     def _deadlock(self, why):
         report = self.board.report() if self.board is not None else ""
