@@ -254,3 +254,66 @@ def test_predict_runs_upstream_host_code_through_the_compat_layer(capsys):
     out = capsys.readouterr().out
     assert "predicted on atlas-a2" in out
     assert "add_my_pe" in out and "add_num_ranks" in out
+
+
+def _nesting_faults(events):
+    """Slices ('X') on one track (pid, tid) that overlap without one containing the other: a
+    trace viewer (Chrome's trace format, Perfetto) requires the slices of a track to nest."""
+    by_track = {}
+    for e in events:
+        if e.get("ph") == "X":
+            by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    eps = 1e-6                                        # us: float rounding of the same instant
+    faults = []
+    for track, spans in by_track.items():
+        stack = []
+        for s, e, name in sorted(spans, key=lambda x: (x[0], -x[1])):
+            while stack and s >= stack[-1][1] - eps:
+                stack.pop()
+            if stack and e > stack[-1][1] + eps:
+                faults.append((track, stack[-1], (s, e, name)))
+            stack.append((s, e, name))
+    return faults
+
+
+MIXED_PIPES = """
+import sys, torch, triton, triton.language as tl
+import triton_dist, triton_dist.language as dl
+
+@triton.jit
+def mix_kernel(x, y, N: tl.constexpr):
+    peer = (dl.rank() + 1) % dl.num_ranks()
+    a = tl.load(x + tl.arange(0, N))                            # local (mte), short
+    b = tl.load(dl.symm_at(x, peer) + tl.arange(0, 4 * N))      # a peer's (link), beside it
+    c = tl.load(x + tl.arange(0, 64 * N))                       # local again: after the first, past the second
+    tl.store(y + tl.arange(0, N), a + tl.sum(b) + tl.sum(c))
+
+def main():
+    x = triton_dist.symm_tensor((64 * 1024,), torch.float32)
+    y = triton_dist.symm_tensor((1024,), torch.float32)
+    triton_dist.barrier()
+    mix_kernel[(1,)](x, y, N=1024)
+    triton_dist.barrier()
+    return True
+
+if __name__ == "__main__":
+    sys.exit(triton_dist.main_or_launch(main, world_size=2))
+"""
+
+
+def test_predicted_trace_slices_nest_on_every_track(tmp_path):
+    """`triton-dist predict --trace`: a core's pipes overlap in time (a local load runs while a
+    peer's load streams), so one track per core holding every op had slices overlapping in
+    part (the local load [1.1, 5.4] us across the remote one [0, 3.8] us here); each core gets
+    a track per pipe, and every track's slices nest."""
+    from triton_dist.cli import main
+    script = tmp_path / "mixed_pipes.py"
+    script.write_text(MIXED_PIPES)
+    out = tmp_path / "pred.json"
+    assert main(["predict", "-n", "2", "--device", "atlas-a2", str(script), "--trace", str(out)]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "op"]
+    assert len([e for e in ops if e["name"] == "load"]) == 6          # 3 loads on each of 2 ranks
+    assert _nesting_faults(events) == []
+    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert {"core 0", "core 0 mte", "core 0 link"} <= names, names      # the program, and a track per pipe

@@ -58,7 +58,7 @@ class _Prog:
         self.wait = 0.0
         self.start = self.end = self.issue = 0.0
         self.phys = -1
-        self.spans = []           # (kind, start, end) per op, for the trace
+        self.spans = []           # (kind, start, end, pipe) per op, for the trace
         self.causes = {}          # op index -> (rank, prog, op index) of the release that ended a wait
         self.used = set()         # pipes that have run an access (a later one may stream behind it)
         self.last_sync = 0.0      # end of the last wait: the next load pays its latency
@@ -290,7 +290,7 @@ class LaunchTimeline:
         else:
             raise ValueError(f"unknown op {op!r}")
         p.busy[pipe] += end - start
-        p.spans.append((k, start, end))
+        p.spans.append((k, start, end, pipe))
         p.i += 1
         return self._next_start(p)
 

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 
 from .model import PIPES
 
+# a core's tracks in a trace: its programs, then one per pipe (PIPES, and "sync" for signals,
+# waits, fences and barriers)
+_PIPE_TRACKS = PIPES + ("sync",)
+TRACKS_PER_CORE = 1 + len(_PIPE_TRACKS)
+
 _NAMES = {"L": "load", "S": "store", "D": "dot", "P": "putmem/getmem", "R": "signal", "W": "wait",
           "A": "atomic", "Q": "quiet/fence", "CA": "core barrier", "CD": "core barrier"}
 
@@ -62,19 +67,35 @@ class Prediction:
         """A Chrome/Perfetto trace whose clock is the predicted time (us): one track per rank and core."""
         events = []
         offset = 0.0
+        named = set()
+
+        def track(r, phys, pipe=None):
+            # a core's pipes run at once, so their ops overlap in time: one track per pipe keeps
+            # each track's slices nested (ops of one pipe follow each other), the program's
+            # slice on the core's own track
+            tid = (phys + 1) * TRACKS_PER_CORE + (0 if pipe is None else 1 + _PIPE_TRACKS.index(pipe))
+            if (r, tid) not in named:
+                named.add((r, tid))
+                events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid,
+                               "args": {"name": f"core {phys}" + ("" if pipe is None else f" {pipe}")}})
+                events.append({"ph": "M", "name": "thread_sort_index", "pid": r, "tid": tid,
+                               "args": {"sort_index": tid}})
+            return tid
+
         for tl, lp in zip(self.timelines, self.launches):
             for r, progs in tl.progs.items():
-                events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
+                if (r, -1) not in named:
+                    named.add((r, -1))
+                    events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
                 for p in progs:
-                    tid = p.phys + 1
-                    events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid,
-                                   "args": {"name": f"core {p.phys}"}})
                     events.append({"ph": "X", "name": f"{lp.kernel} program {p.idx}", "cat": "program", "pid": r,
-                                   "tid": tid, "ts": offset + p.start * 1e6, "dur": (p.end - p.start) * 1e6})
-                    for k, s, e in p.spans:
+                                   "tid": track(r, p.phys), "ts": offset + p.start * 1e6,
+                                   "dur": (p.end - p.start) * 1e6})
+                    for k, s, e, pipe in p.spans:
                         if e > s or k in ("R", "W"):
-                            events.append({"ph": "X", "name": _NAMES.get(k, k), "cat": "op", "pid": r, "tid": tid,
-                                           "ts": offset + s * 1e6, "dur": max(0.0, (e - s) * 1e6)})
+                            events.append({"ph": "X", "name": _NAMES.get(k, k), "cat": "op", "pid": r,
+                                           "tid": track(r, p.phys, pipe), "ts": offset + s * 1e6,
+                                           "dur": max(0.0, (e - s) * 1e6)})
             offset += lp.us
         with open(path, "w") as f:
             json.dump({"traceEvents": events, "displayTimeUnit": "ns",
@@ -125,7 +146,7 @@ def critical_path(tl, last, most=12) -> list:
         kinds = {}
         k = j
         while k >= 0:
-            kind, s, e = p.spans[k]
+            kind, s, e, _pipe = p.spans[k]
             if k in p.causes:            # a wait that ended when a release was seen: follow it
                 jump = p.causes[k]
                 break
