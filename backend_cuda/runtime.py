@@ -32,7 +32,7 @@ import numpy as np
 
 from triton_dist.backend import Backend
 from triton_dist.errors import DeadlockError, TritonDistError
-from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype
+from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype, tensor_address
 from triton_dist.symm_heap import RESERVED_BYTES, HeapAllocator
 
 from . import devlib
@@ -285,7 +285,7 @@ class CudaBackend(Backend):
         self._need()
         if not isinstance(t, torch.Tensor):
             raise TritonDistError(f"free: expected a tensor from symm_tensor, got {type(t).__name__}")
-        off = t.data_ptr() - self._heap.data_ptr()
+        off = tensor_address(t) - self._heap.data_ptr()      # zero-size tensors too (data_ptr() is 0)
         a = self._tensors.get(off)
         if a is None:
             raise TritonDistError("free: this tensor was not returned by triton_dist.symm_tensor (or was freed "

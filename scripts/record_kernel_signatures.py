@@ -105,7 +105,7 @@ def install_hook(path):
     interpreter.InterpretedFunction.run = run
 
     # kernels the tests only lower (tests/test_lowering.py, the CLI): their lowering signatures
-    import triton_dist.backend_ascend
+    from triton_dist import backend_ascend
     lower = backend_ascend.lower
 
     def recording_lower(fn, signature, constexprs=None, **kwargs):

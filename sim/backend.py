@@ -12,7 +12,7 @@ import uuid
 from triton_dist import lifeline
 from triton_dist.backend import Backend
 from triton_dist.errors import TritonDistError
-from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype
+from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype, tensor_address
 
 from . import board as B
 from . import cache, context, heap, host_collectives, host_p2p, interp, primitives, schedulers
@@ -30,6 +30,25 @@ class HeapSet:
         self.allocator = heap.HeapAllocator(self.size)
         self.reserved = heap.RESERVED_BYTES
         self.tensors = {}                     # offset -> allocation, for free()
+        # storage identity (StorageImpl address) of each freed tensor -> (its storage, its
+        # allocation): a kernel launched on a freed tensor is told so, even once its slot is
+        # reused.  The storage is kept so that its identity cannot be reused meanwhile; it is a
+        # view of the heap and owns no memory.
+        self.freed_storages = {}
+
+    def remember_freed(self, t, a) -> None:
+        key = _storage_id(t)
+        if key is None:
+            return
+        if len(self.freed_storages) >= FREED_KEPT:
+            self.freed_storages.pop(next(iter(self.freed_storages)))
+        self.freed_storages[key] = (t.untyped_storage(), a)
+
+    def freed_tensor(self, t):
+        """The allocation of symmetric tensor t if it was freed (its `freed_at` says where), else None."""
+        key = _storage_id(t)
+        gone = self.freed_storages.get(key) if key is not None else None
+        return gone[1] if gone is not None else None
 
 
 class SimBackend(Backend):
@@ -205,7 +224,7 @@ class SimBackend(Backend):
         buf = hs.maps[rt.rank]
         t = torch.frombuffer(buf, dtype=torch.uint8, count=a.nbytes, offset=a.offset)
         t.zero_()
-        out = t[:nbytes].view(dtype).view(shape) if nbytes else torch.empty(shape, dtype=dtype)
+        out = t[:nbytes].view(dtype).view(shape)     # a zero-size one too: a view of its slot, so free finds it
         hs.tensors[a.offset] = a
         # Nobody may write into a peer's new tensor before the peer has zeroed it.
         self._collective("symm_tensor", dist.barrier)
@@ -217,18 +236,31 @@ class SimBackend(Backend):
         hs = rt.heaps
         if not isinstance(t, torch.Tensor):
             raise TritonDistError(f"free: expected a tensor from symm_tensor, got {type(t).__name__}")
-        off = t.data_ptr() - hs.bases[rt.rank]
+        gone = hs.freed_tensor(t)
+        if gone is not None:
+            raise TritonDistError(f"free: {gone.label} was freed already (triton_dist.free at {gone.freed_at}); "
+                                  f"free each symmetric tensor once")
+        off = tensor_address(t) - hs.bases[rt.rank]
         a = hs.tensors.get(off)
         if a is None:
-            raise TritonDistError("free: this tensor was not returned by triton_dist.symm_tensor "
-                                  "(or was freed already)")
+            raise TritonDistError("free: this tensor was not returned by triton_dist.symm_tensor")
         self._agree("free", ("free", a.aid))
         del hs.tensors[off]
-        hs.allocator.release(off)
+        hs.allocator.release(off, _caller())
+        hs.remember_freed(t, a)
 
     def barrier(self):
         import torch.distributed as dist
         self._collective("barrier", dist.barrier)
+
+
+FREED_KEPT = 4096      # freed tensors remembered for "was freed" messages (oldest forgotten first)
+
+
+def _storage_id(t):
+    """The identity of the memory block a tensor views (its StorageImpl), or None where torch
+    does not expose it."""
+    return getattr(t.untyped_storage(), "_cdata", None)
 
 
 def _read_only_families():

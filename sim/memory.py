@@ -127,6 +127,11 @@ class AddressSpace:
                 f"{where}: {what} at bytes [{off - a.offset}, {end - a.offset}) of {a.label} of rank "
                 f"{b.heap_rank} runs past its end: the tensor has {a.size} bytes. {fix}")
         below, above = heap.allocator.neighbours(off)
+        gone = heap.allocator.freed_at(off)
+        if gone is not None:        # a use after free: say so, not which live tensor is near
+            raise SimMemoryError(
+                f"{where}: {what} at offset {off - gone.offset} of {gone.label} of rank {b.heap_rank}, which was "
+                f"freed (triton_dist.free at {gone.freed_at}). Use a symmetric tensor only before it is freed.")
         if off < heap.reserved:
             near = f", {above.offset - off} bytes before the start of {above.label}" if above is not None else ""
             raise SimMemoryError(

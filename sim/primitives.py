@@ -15,6 +15,7 @@ import numpy as np
 
 from triton_dist import symbols as S
 from triton_dist.backend import Ptr  # noqa: F401 - the pointer type of every primitive, re-exported
+from triton_dist.backend import current_call
 from triton_dist.errors import TritonDistError
 
 from . import context, dma, memory, teams
@@ -46,8 +47,14 @@ def call(family: str, *args):
 def _core_or_error(what):
     c = context.core()
     if c is None:
-        raise TritonDistError(f"{what} is a device primitive: call it inside a @triton.jit kernel")
+        raise TritonDistError(f"{current_call(what)} is a device primitive: call it inside a @triton.jit kernel")
     return c
+
+
+def _name(default: str) -> str:
+    """The call the kernel wrote (dl.notify, libshmem_device.putmem_signal), for messages: a
+    primitive serves several calls (triton_dist.backend.current_call)."""
+    return current_call(default)
 
 
 # ---- scalar access as the NPU does it: through the core's data cache ------------------------
@@ -104,7 +111,7 @@ def _poll(rt, addr, np_dtype):
 
 def _signal_dtype(ptr: Ptr, what: str):
     if ptr.dtype not in ("int32", "int64", "uint64"):
-        raise TritonDistError(f"{context.kernel_line(4)}: {what}: signal dtype {ptr.dtype} is not allowed "
+        raise TritonDistError(f"{context.kernel_line(4)}: {_name(what)}: signal dtype {ptr.dtype} is not allowed "
                               f"on Ascend; use int32 (set or add) or int64/uint64 (set only)")
     return NP_DTYPES[ptr.dtype]
 
@@ -140,18 +147,19 @@ def team_translate_pe(rt, src_team, pe, dest_team):
 @primitive("aclshmem_ptr")
 def symm_ptr(rt, ptr: Ptr, pe: int) -> Ptr:
     """remote = heap_base_table[pe] + (ptr - my_heap_base)."""
-    return Ptr(rt.translate(ptr.addr, pe, "symm_at"), ptr.dtype)
+    return Ptr(rt.translate(ptr.addr, pe, "dl.symm_at"), ptr.dtype)
 
 
 # ---- signals ---------------------------------------------------------------------------------
 
 @primitive("aclshmemx_signal_op")
 def signal_op(rt, sig: Ptr, signal: int, sig_op: int, pe: int):
-    _core_or_error("signal_op")
+    what = _name("libshmem_device.signal_op")
+    _core_or_error(what)
     if sig.dtype != "int32":
-        raise TritonDistError(f"{context.kernel_line(3)}: signal_op takes an int32 signal, got {sig.dtype}")
-    remote = rt.translate(sig.addr, pe, "signal_op")
-    rt.space.check(remote, remote + 4, "signal_op")
+        raise TritonDistError(f"{context.kernel_line(3)}: {what} takes an int32 signal, got {sig.dtype}")
+    remote = rt.translate(sig.addr, pe, what)
+    rt.space.check(remote, remote + 4, f"{what} signal")
     _trace(rt, f"signal {'set' if sig_op == S.ACLSHMEM_SIGNAL_SET else 'add'} {signal} -> rank {pe}",
            target=rt.space.describe(remote))
     if sig_op == S.ACLSHMEM_SIGNAL_SET:
@@ -159,17 +167,18 @@ def signal_op(rt, sig: Ptr, signal: int, sig_op: int, pe: int):
     elif sig_op == S.ACLSHMEM_SIGNAL_ADD:
         _add_remote(rt, remote, signal, np.int32)
     else:
-        raise TritonDistError(f"{context.kernel_line(3)}: sig_op must be ACLSHMEM_SIGNAL_SET (0) or "
+        raise TritonDistError(f"{context.kernel_line(3)}: {what}: sig_op must be ACLSHMEM_SIGNAL_SET (0) or "
                               f"ACLSHMEM_SIGNAL_ADD (1), got {sig_op}")
 
 
 @primitive("aclshmem_p")
 def p(rt, dest: Ptr, value: int, pe: int):
     """int_p / int64_p / uint64_p: a SET (store + dcci) on the peer."""
-    _core_or_error("int_p")
+    what = _name("libshmem_device.int_p")
+    _core_or_error(what)
     np_dtype = NP_DTYPES[dest.dtype]
-    remote = rt.translate(dest.addr, pe, "int_p")
-    rt.space.check(remote, remote + np.dtype(np_dtype).itemsize, "int_p")
+    remote = rt.translate(dest.addr, pe, what)
+    rt.space.check(remote, remote + np.dtype(np_dtype).itemsize, f"{what} signal")
     _trace(rt, f"signal set {value} -> rank {pe}", target=rt.space.describe(remote))
     _set_remote(rt, remote, value, np_dtype)
 
@@ -177,13 +186,14 @@ def p(rt, dest: Ptr, value: int, pe: int):
 @primitive("aclshmem_wait")
 def wait(rt, slots: Ptr, n: int, value: int) -> int:
     """For each of n slots 64 bytes apart: dcci + read until == value. Never writes the slot."""
-    _core_or_error("wait")
-    np_dtype = _signal_dtype(slots, "wait")
-    rt.heap_offset(slots.addr, "wait")
+    what = _name("dl.wait")
+    _core_or_error(what)
+    np_dtype = _signal_dtype(slots, what)
+    rt.heap_offset(slots.addr, what)
     if n < 0:
-        raise TritonDistError(f"{context.kernel_line(3)}: wait: numBarriers must be >= 0, got {n}")
+        raise TritonDistError(f"{context.kernel_line(3)}: {what}: numBarriers must be >= 0, got {n}")
     itemsize = np.dtype(np_dtype).itemsize
-    rt.space.check(slots.addr, slots.addr + S.SIGNAL_SLOT_BYTES * max(n - 1, 0) + itemsize, "wait")
+    rt.space.check(slots.addr, slots.addr + S.SIGNAL_SLOT_BYTES * max(n - 1, 0) + itemsize, what)
     value = np.asarray(value).astype(np_dtype).item()
     for i in range(n):
         addr = slots.addr + S.SIGNAL_SLOT_BYTES * i
@@ -210,14 +220,15 @@ _CMP = {
 
 @primitive("aclshmem_signal_wait_until")
 def signal_wait_until(rt, sig: Ptr, cmp: int, val: int) -> int:
-    _core_or_error("signal_wait_until")
+    what = _name("libshmem_device.signal_wait_until")
+    _core_or_error(what)
     if sig.dtype != "int32":
-        raise TritonDistError(f"{context.kernel_line(3)}: signal_wait_until takes an int32 signal, got {sig.dtype}")
+        raise TritonDistError(f"{context.kernel_line(3)}: {what} takes an int32 signal, got {sig.dtype}")
     if cmp not in _CMP:
-        raise TritonDistError(f"{context.kernel_line(3)}: signal_wait_until: cmp must be one of "
+        raise TritonDistError(f"{context.kernel_line(3)}: {what}: cmp must be one of "
                               f"ACLSHMEM_CMP_EQ..LE (0..5), got {cmp}")
-    rt.heap_offset(sig.addr, "signal_wait_until")
-    rt.space.check(sig.addr, sig.addr + 4, "signal_wait_until")
+    rt.heap_offset(sig.addr, what)
+    rt.space.check(sig.addr, sig.addr + 4, what)
     test = _CMP[cmp]
     v = rt.wait_until(f"signal_wait_until(sig {S.CMP_NAMES[cmp]} {val})", sig.addr, val,
                       _poll(rt, sig.addr, np.int32), lambda v: test(v, val))
@@ -229,6 +240,7 @@ def signal_wait_until(rt, sig: Ptr, cmp: int, val: int) -> int:
 # ---- RMA -------------------------------------------------------------------------------------
 
 def _rma(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool):
+    what = _name(f"libshmem_device.{what}")
     if nbytes < 0:
         raise TritonDistError(f"{context.kernel_line(4)}: {what}: nbytes must be >= 0, got {nbytes}")
     if put:
@@ -288,10 +300,11 @@ def _signal_after(rt, sig: Ptr, signal, sig_op, pe):
 
 @primitive("aclshmem_putmem_signal")
 def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
-    c = _core_or_error("putmem_signal")
+    c = _core_or_error("libshmem_device.putmem_signal")
     d, s = _rma(rt, "putmem_signal", dest, src, nbytes, pe, True)
     if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=True, nbi=False, signal_addr=rt.translate(sig.addr, pe, "putmem_signal"),
+        rt.race.rma(d, s, nbytes, put=True, nbi=False,
+                    signal_addr=rt.translate(sig.addr, pe, _name("libshmem_device.putmem_signal")),
                     signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
     _dma(rt, d, s, nbytes)
     complete_pending(c)     # its quiet (SH shmem_device_so.hpp L54-70): everything issued before lands too
@@ -302,10 +315,11 @@ def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, s
 
 @primitive("aclshmem_putmem_signal_nbi")
 def putmem_signal_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
-    c = _core_or_error("putmem_signal_nbi")
+    what = _name("libshmem_device.putmem_signal_nbi")
+    c = _core_or_error(what)
     d, s = _rma(rt, "putmem_signal_nbi", dest, src, nbytes, pe, True)
-    remote_sig = rt.translate(sig.addr, pe, "putmem_signal_nbi")
-    rt.space.check(remote_sig, remote_sig + 4, "putmem_signal_nbi signal")   # now, not at quiet
+    remote_sig = rt.translate(sig.addr, pe, what)
+    rt.space.check(remote_sig, remote_sig + 4, f"{what} signal")   # now, not at quiet
     if rt.race is not None:
         rt.race.rma(d, s, nbytes, put=True, nbi=True, signal_addr=remote_sig,
                     signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
@@ -354,11 +368,11 @@ def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
     if t is None:
         if int(team) == teams.INVALID:
             return                      # ACLSHMEM_TEAM_INVALID: the library returns at once
-        raise TritonDistError(f"{context.kernel_line(4)}: {what}: team {team} does not exist on rank {rt.rank} "
+        raise TritonDistError(f"{context.kernel_line(4)}: {_name(what)}: team {team} does not exist on rank {rt.rank} "
                               f"(make it with team_split_strided on the host; non-members get -1)")
     me = t.index_of(rt.rank)
     if me == teams.INVALID:
-        raise TritonDistError(f"{context.kernel_line(4)}: {what}: rank {rt.rank} is not a member of team {team}")
+        raise TritonDistError(f"{context.kernel_line(4)}: {_name(what)}: rank {rt.rank} is not a member of team {team}")
     counter_off, flag_off = teams.sync_offsets(team)
     complete_pending(c)
     if rt.race is not None:

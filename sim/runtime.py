@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from triton_dist.backend import current_call
 from triton_dist.errors import DeadlockError, LaunchTimeoutError, TritonDistError
 
 from . import board as B
@@ -129,9 +130,11 @@ class SimRuntime:
 
     # -- addresses ------------------------------------------------------------------------
     def heap_offset(self, addr: int, what: str) -> int:
-        """Offset of a local symmetric address; error if it is not in this rank's heap."""
+        """Offset of a local symmetric address; error if it is not in this rank's heap.
+        Errors name the call the kernel wrote (dl.notify, not the signal_op it runs)."""
         base = self.heaps.bases[self.rank]
         if not base <= addr < base + self.heaps.size:
+            what = current_call(what)
             b = self.space.find(addr)
             where = context.kernel_line(3)
             if b is not None and b.heap_rank is not None:
@@ -151,8 +154,11 @@ class SimRuntime:
 
     def check_pe(self, pe: int, what: str) -> None:
         if not 0 <= pe < self.world_size:
+            n = self.world_size
             raise TritonDistError(
-                f"{context.kernel_line(3)}: {what} targets rank {pe}, but ranks are 0..{self.world_size - 1}")
+                f"{context.kernel_line(3)}: {current_call(what)} targets rank {pe}, but ranks are 0..{n - 1}; "
+                f"pass a rank in that range (dl.rank(), dl.num_ranks() and (dl.rank() + k) % dl.num_ranks() "
+                f"give ranks that exist)")
 
     # -- waiting ----------------------------------------------------------------------------
     def wait_until(self, op, addr, awaited, read, done, target=None):
@@ -274,6 +280,13 @@ class SimRuntime:
             if start in seen_storage or st.nbytes() == 0:
                 continue
             seen_storage.add(start)
+            gone = self.heaps.freed_tensor(t)
+            if gone is not None:
+                raise TritonDistError(
+                    f"kernel {kernel}: argument {name!r} is {gone.label} of rank {self.rank}, which was freed "
+                    f"(triton_dist.free at {gone.freed_at}); its memory may now hold another tensor. Launch "
+                    f"kernels on a symmetric tensor only before it is freed: move the free after the last "
+                    f"launch that uses it, or allocate a new one")
             if self.space.find(start) is None:
                 b = Buffer(start, start + st.nbytes(), f"tensor argument {name!r} of {kernel}")
                 self.space.add(b)

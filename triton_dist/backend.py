@@ -11,7 +11,9 @@ provides:
   `max_ranks()` (devices per rank);
 - device side: `device_call(family, *args)` runs the aclshmem primitive of that symbol
   family (triton_dist/symbols.py) for a kernel being interpreted, with pointers passed as
-  `Ptr`; compiled kernels call the device library directly;
+  `Ptr`; compiled kernels call the device library directly.  While it runs,
+  `current_call()` names the call the kernel wrote (`dl.notify`,
+  `libshmem_device.putmem`), for the backend's messages: several calls share a family;
 - host side, inside a rank: init/finalize, rank/world_size/device, symmetric alloc/free,
   host barrier.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from abc import ABC, abstractmethod
 from typing import NamedTuple
 
@@ -48,6 +51,35 @@ def is_hip() -> bool:
 
 def is_maca() -> bool:
     return shutil.which("mx-smi") is not None
+
+
+_CALL = threading.local()
+
+
+def current_call(default: str | None = None) -> str | None:
+    """The language-level call (`dl.notify`, `libshmem_device.remote_ptr`, ...) whose primitive
+    the calling thread is running, or `default` outside one.  Messages name it: the user wrote
+    it, while the primitive (aclshmemx_signal_op, aclshmem_ptr) serves several calls."""
+    return getattr(_CALL, "name", None) or default
+
+
+class calling:
+    """`with calling("libshmem_device.putmem"): ...` names the call for the device calls made
+    inside it (current_call).  The outermost name wins: it is the call the kernel wrote."""
+    __slots__ = ("name", "outer")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        self.outer = getattr(_CALL, "name", None)
+        if self.outer is None:
+            _CALL.name = self.name
+        return self
+
+    def __exit__(self, *exc):
+        _CALL.name = self.outer
+        return False
 
 
 class Backend(ABC):

@@ -44,3 +44,9 @@ def symm_nbytes(shape, dtype) -> int:
     for s in shape:
         numel *= s
     return numel * torch.empty((), dtype=dtype).element_size()
+
+
+def tensor_address(t) -> int:
+    """Where tensor t starts in memory, zero-size tensors included (their data_ptr() is 0):
+    the address of its storage plus its offset in it."""
+    return t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()

@@ -148,17 +148,17 @@ RMA_OPS = ("putmem", "getmem", "putmem_nbi", "getmem_nbi", "putmem_signal", "put
 def notify_symbol(signal_type: str, sig_op: str) -> str:
     """Symbol for dl.notify by signal dtype (SEMANTICS §4, §6); raises on what Ascend forbids."""
     if sig_op not in SIG_OPS:
-        raise ValueError(f"notify: sig_op must be one of {sorted(SIG_OPS)}, got {sig_op!r}")
+        raise ValueError(f"dl.notify: sig_op must be one of {sorted(SIG_OPS)}, got {sig_op!r}")
     if signal_type == "int32":
         return "aclshmemx_signal_op"
     if signal_type in ("int64", "uint64"):
         if sig_op != "set":
             raise ValueError(
-                f"notify: a {signal_type} signal allows sig_op='set' only on Ascend "
+                f"dl.notify: a {signal_type} signal allows sig_op='set' only on Ascend "
                 f"(aclshmem_{signal_type}_p is a plain store); use an int32 signal for 'add'")
         return f"aclshmem_{signal_type}_p"
     raise ValueError(
-        f"notify: signal dtype {signal_type} is not allowed on Ascend: use int32 "
+        f"dl.notify: signal dtype {signal_type} is not allowed on Ascend: use int32 "
         f"(set or add) or int64/uint64 (set only)")
 
 
@@ -173,7 +173,7 @@ WAIT_SIGNAL_TYPES = {"int32": "int32", "int64": "int64", "uint32": "int32", "uin
 
 def wait_dtype_error(dtype_name: str) -> str:
     """The message every backend gives for a dl.wait on a signal it cannot wait on."""
-    return (f"wait: signals must be 32- or 64-bit integers ({', '.join(WAIT_SIGNAL_TYPES)}), got {dtype_name}: "
+    return (f"dl.wait: signals must be 32- or 64-bit integers ({', '.join(WAIT_SIGNAL_TYPES)}), got {dtype_name}: "
             f"the aclshmem device library waits on integer slots only (aclshmem_wait_int32/int64); "
             f"allocate the signal buffer as torch.int32 or torch.int64")
 

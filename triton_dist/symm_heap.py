@@ -19,6 +19,9 @@ SYNC_COUNTER_OFFSET = 0
 SYNC_POOL_OFFSET = 64
 
 
+FREED_KEPT = 1024       # freed allocations remembered for "was freed" messages
+
+
 def _round_up(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
@@ -26,11 +29,12 @@ def _round_up(n: int, a: int) -> int:
 class Allocation:
     """nbytes: the heap space taken (rounded up to ALIGN); size: the bytes asked for, the
     tensor's own bytes (what an access must stay inside)."""
-    __slots__ = ("aid", "offset", "nbytes", "label", "size")
+    __slots__ = ("aid", "offset", "nbytes", "label", "size", "freed_at")
 
     def __init__(self, aid: int, offset: int, nbytes: int, label: str, size: int | None = None):
         self.aid, self.offset, self.nbytes, self.label = aid, offset, nbytes, label
         self.size = nbytes if size is None else size
+        self.freed_at = None        # "file.py:LINE" of the triton_dist.free that released it
 
 
 class HeapAllocator:
@@ -40,6 +44,7 @@ class HeapAllocator:
         self.size = size
         self.free_list = [(RESERVED_BYTES, size - RESERVED_BYTES)]  # (offset, nbytes), sorted
         self.live: dict[int, Allocation] = {}   # offset -> allocation
+        self.freed: list[Allocation] = []       # released, most recent last (for messages)
         self.next_id = 0
 
     def alloc(self, nbytes: int, label: str) -> Allocation:
@@ -59,8 +64,11 @@ class HeapAllocator:
             f"symmetric heap exhausted: asked for {nbytes} bytes, {in_use} of "
             f"{self.size - RESERVED_BYTES} in use; free tensors or set TRITON_DIST_HEAP_SIZE")
 
-    def release(self, offset: int) -> Allocation:
+    def release(self, offset: int, site: str = "?") -> Allocation:
         a = self.live.pop(offset)
+        a.freed_at = site
+        self.freed.append(a)
+        del self.freed[:-FREED_KEPT]
         self.free_list.append((a.offset, a.nbytes))
         self.free_list.sort()
         merged = []
@@ -71,6 +79,16 @@ class HeapAllocator:
                 merged.append((off, n))
         self.free_list = merged
         return a
+
+    def freed_at(self, offset: int) -> Allocation | None:
+        """The most recently freed allocation that held heap offset `offset`, if no live one
+        holds it now (an access there is a use after free)."""
+        if self.find(offset) is not None:
+            return None
+        for a in reversed(self.freed):
+            if a.offset <= offset < a.offset + a.nbytes:
+                return a
+        return None
 
     def find(self, offset: int) -> Allocation | None:
         """The live allocation holding heap offset `offset`, if any."""

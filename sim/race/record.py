@@ -86,8 +86,8 @@ class RaceRecorder:
             allocs.append([a.offset, a.nbytes, a.label, time.monotonic_ns(), None])
             return a
 
-        def wrapped_release(offset):
-            a = orig_release(offset)
+        def wrapped_release(offset, *site):
+            a = orig_release(offset, *site)
             for rec in reversed(allocs):
                 if rec[0] == offset and rec[4] is None:
                     rec[4] = time.monotonic_ns()

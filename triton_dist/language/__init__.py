@@ -11,6 +11,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from triton_dist import symbols as S
+from triton_dist.backend import calling
 from triton_dist.errors import TritonDistError
 
 from . import _dispatch as D
@@ -48,6 +49,32 @@ def _scalar_ptr(x, op):
     return x
 
 
+def check_int_arg(x, call, param, dtype_name, meaning, _semantic):
+    """An integer argument (a rank, a byte count, a team, ...) of `call`, checked as far as it is
+    known: a Python number when compiling too, a tensor's value where it is known (the
+    simulator).  A float is refused, never truncated (dl.notify(sig, 0.5) would signal rank 0),
+    and a value outside `dtype_name` is refused, never wrapped (nbytes=-4 as a uint32)."""
+    v = D.unwrap(x)
+    if isinstance(v, tl.tensor):
+        if not v.type.scalar.is_int() or v.type.scalar.is_ptr():
+            raise TritonDistError(f"{_where()}: {call}: {param} must be {meaning}, got a value of type "
+                                  f"{v.type}; pass an integer")
+        if not D.interpreting(_semantic):
+            return
+        v = D.to_py(v, f"{call} {param}")
+    if isinstance(v, bool) or not isinstance(v, int):
+        kind = type(v).__name__
+        raise TritonDistError(f"{_where()}: {call}: {param} must be {meaning}, got {v!r} (a {kind}, which "
+                              f"would be truncated); pass an integer")
+    lo, hi = S.INT_RANGES[dtype_name]
+    if not lo <= v <= hi:
+        raise TritonDistError(f"{_where()}: {call}: {param} must be {meaning}, got {v}: outside {dtype_name} "
+                              f"({lo}..{hi}), so it would wrap around to another value")
+
+
+RANK = "a rank: an integer in 0..num_ranks()-1"
+
+
 def check_value_fits(ptr, value, what, _semantic):
     """Reject a signal/wait value that does not fit the signal's dtype (SEMANTICS: it would be
     truncated; 2**32 waited on an int32 slot is 0).  One rule for every backend: a constant
@@ -82,9 +109,11 @@ def num_ranks(axis=-1, _semantic=None):
 @dist_builtin
 def symm_at(ptr, rank, _semantic=None):
     """The address of `ptr`'s symmetric counterpart on PE `rank` (same pointer type)."""
-    _scalar_ptr(ptr, "symm_at")
+    _scalar_ptr(ptr, "dl.symm_at")
+    check_int_arg(rank, "dl.symm_at", "rank", "int32", RANK, _semantic)
     if D.interpreting(_semantic):
-        out = D.run("aclshmem_ptr", D.to_py(ptr, "symm_at"), int(D.to_py(rank, "symm_at rank")))
+        with calling("dl.symm_at"):
+            out = D.run("aclshmem_ptr", D.to_py(ptr, "dl.symm_at"), int(D.to_py(rank, "dl.symm_at rank")))
         return D.pointer(out.addr, ptr.type)
     return _compiled("symm_at", [ptr, rank], _semantic)
 
@@ -92,24 +121,26 @@ def symm_at(ptr, rank, _semantic=None):
 @dist_builtin
 def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic=None):
     """Set or add `signal` to the signal at `ptr` on PE `rank` (int32: set/add; int64/uint64: set)."""
-    _scalar_ptr(ptr, "notify")
+    _scalar_ptr(ptr, "dl.notify")
+    check_int_arg(rank, "dl.notify", "rank", "int32", RANK, _semantic)
     sig_op, comm_scope = D.unwrap(sig_op), D.unwrap(comm_scope)
     if comm_scope not in S.COMM_SCOPES:
-        raise TritonDistError(f"{_where()}: notify: comm_scope must be one of {sorted(S.COMM_SCOPES)}, "
+        raise TritonDistError(f"{_where()}: dl.notify: comm_scope must be one of {sorted(S.COMM_SCOPES)}, "
                               f"got {comm_scope!r}")
     try:
         symbol = S.notify_symbol(D.pointer_dtype(ptr).name, sig_op)
     except ValueError as e:
         raise TritonDistError(f"{_where()}: {e}") from None
-    check_value_fits(ptr, signal, "notify: signal", _semantic)
+    check_value_fits(ptr, signal, "dl.notify: signal", _semantic)
     if D.interpreting(_semantic):
-        p = D.to_py(ptr, "notify")
-        r = int(D.to_py(rank, "notify rank"))
-        v = int(D.to_py(signal, "notify signal"))
-        if symbol == "aclshmemx_signal_op":
-            D.run("aclshmemx_signal_op", p, v, S.SIG_OPS[sig_op], r)
-        else:
-            D.run("aclshmem_p", p, v, r)
+        p = D.to_py(ptr, "dl.notify")
+        r = int(D.to_py(rank, "dl.notify rank"))
+        v = int(D.to_py(signal, "dl.notify signal"))
+        with calling("dl.notify"):
+            if symbol == "aclshmemx_signal_op":
+                D.run("aclshmemx_signal_op", p, v, S.SIG_OPS[sig_op], r)
+            else:
+                D.run("aclshmem_p", p, v, r)
         return None
     return _compiled("notify", [ptr, rank, signal], _semantic, sig_op=sig_op, comm_scope=comm_scope, symbol=symbol)
 
@@ -117,20 +148,23 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
 @dist_builtin
 def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None):
     """Wait until each of `numBarriers` signal slots (64 bytes apart) equals `waitValue`; returns a token."""
-    _scalar_ptr(barrierPtrs, "wait")
+    _scalar_ptr(barrierPtrs, "dl.wait")
+    check_int_arg(numBarriers, "dl.wait", "numBarriers", "int32",
+                  "a count of signal slots (an integer >= 0)", _semantic)
     try:        # one rule for every backend (triton_dist/symbols.py): integer signals only
         S.wait_symbol(D.pointer_dtype(barrierPtrs).name)
     except ValueError as e:
         raise TritonDistError(f"{_where()}: {e}") from None
     scope, semantic = D.unwrap(scope), D.unwrap(semantic)
     if scope not in S.WAIT_SCOPES:
-        raise TritonDistError(f"{_where()}: wait: scope must be one of {S.WAIT_SCOPES}, got {scope!r}")
+        raise TritonDistError(f"{_where()}: dl.wait: scope must be one of {S.WAIT_SCOPES}, got {scope!r}")
     if semantic not in S.WAIT_SEMANTICS:
-        raise TritonDistError(f"{_where()}: wait: semantic must be one of {S.WAIT_SEMANTICS}, got {semantic!r}")
-    check_value_fits(barrierPtrs, waitValue, "wait: waitValue", _semantic)
+        raise TritonDistError(f"{_where()}: dl.wait: semantic must be one of {S.WAIT_SEMANTICS}, got {semantic!r}")
+    check_value_fits(barrierPtrs, waitValue, "dl.wait: waitValue", _semantic)
     if D.interpreting(_semantic):
-        tok = D.run("aclshmem_wait", D.to_py(barrierPtrs, "wait"), int(D.to_py(numBarriers, "wait numBarriers")),
-                    D.to_py(waitValue, "wait waitValue"))
+        with calling("dl.wait"):
+            tok = D.run("aclshmem_wait", D.to_py(barrierPtrs, "dl.wait"),
+                        int(D.to_py(numBarriers, "dl.wait numBarriers")), D.to_py(waitValue, "dl.wait waitValue"))
         return D.scalar(tok, tl.int32)
     return _compiled("wait", [barrierPtrs, numBarriers, waitValue], _semantic, scope=scope, semantic=semantic)
 
@@ -139,7 +173,8 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None)
 def consume_token(value, token, _semantic=None):
     """Returns `value` unchanged; makes loads through it depend on the wait that gave `token`."""
     if D.interpreting(_semantic):
-        return D.run("aclshmem_consume_token", value, token)
+        with calling("dl.consume_token"):
+            return D.run("aclshmem_consume_token", value, token)
     return _compiled("consume_token", [value, token], _semantic)
 
 
@@ -159,7 +194,8 @@ def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semant
                               f"{[str(t) for t in types]}; known: {[list(map(str, k)) for k in arg_type_symbol_dict]}")
     symbol, ret = match
     if D.interpreting(_semantic):
-        out = D.run(S.family_of(symbol), *[D.to_py(a, f"extern_call {symbol}") for a in args])
+        with calling(f"dl.extern_call({symbol})"):       # libshmem_device.* name themselves first
+            out = D.run(S.family_of(symbol), *[D.to_py(a, f"extern_call {symbol}") for a in args])
         if ret is None or ret == () or out is None:
             return None
         if isinstance(ret, tl.pointer_type):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import triton.language as tl
 
 from triton_dist import symbols as S
+from triton_dist.backend import calling
 from triton_dist.errors import TritonDistError
-from triton_dist.language import check_value_fits, dist_builtin, extern_call
+from triton_dist.language import RANK, _where, check_int_arg, check_value_fits, dist_builtin, extern_call
 from triton_dist.language import _dispatch as D
 
 ACLSHMEM_SIGNAL_SET = tl.constexpr(S.ACLSHMEM_SIGNAL_SET)
@@ -35,11 +36,28 @@ _RMA_TYPES = [t for t in (tl.float16, tl.float32, tl.bfloat16, tl.int8, tl.int16
 
 def _sym(op, dtype=None):
     spec = S.SHMEM_OPS[op]
+    if "{type}" in spec.symbol and (dtype is None or dtype.name not in S.TYPE_NAMES):
+        raise TritonDistError(_type_error(op, dtype))
     return spec.symbol_for(S.TYPE_NAMES.get(dtype.name) if dtype is not None else None)
 
 
-def _cast(x, dtype, _semantic):
-    """Cast a value to the symbol's parameter type (a no-op for Python ints when interpreting)."""
+def _type_error(op, dtype) -> str:
+    template = S.SHMEM_OPS[op].symbol.replace("{type}", "<type>")
+    return (f"{_where()}: libshmem_device.{op}: no {template} for element type {dtype}: the device library "
+            f"defines it for {', '.join(S.TYPE_NAMES)} only; use one of those dtypes for the buffers "
+            f"(e.g. torch.float32 for fp64 data)")
+
+
+# What each integer parameter is, for the messages of check_int_arg.
+_MEANING = {"pe": RANK, "nbytes": "a byte count: an integer in 0..4294967295 (uint32)",
+            "team": "a team index (an integer; ACLSHMEM_TEAM_WORLD is 0)"}
+
+
+def _cast(x, dtype, _semantic, op="?", param="?"):
+    """Cast a value to the symbol's parameter type (a no-op for Python ints when interpreting),
+    after checking it is an integer that fits it (check_int_arg: never truncated or wrapped)."""
+    check_int_arg(x, f"libshmem_device.{op}", param, dtype.name,
+                  _MEANING.get(param, f"an integer that fits {dtype.name}"), _semantic)
     x = D.unwrap(x)
     if not isinstance(x, tl.tensor):
         return D.scalar(int(x), dtype) if D.interpreting(_semantic) else _semantic.cast(_semantic.to_tensor(x), dtype)
@@ -51,8 +69,9 @@ def _cast(x, dtype, _semantic):
 
 
 def _call(op, args, types, ret, _semantic, pure=False):
-    return extern_call(LIB, "", args, {tuple(types): (_sym(op, _elem(args, types)), ret)}, pure,
-                       _semantic=_semantic)
+    symbol = _sym(op, _elem(args, types))
+    with calling(f"libshmem_device.{op}"):
+        return extern_call(LIB, "", args, {tuple(types): (symbol, ret)}, pure, _semantic=_semantic)
 
 
 def _elem(args, types):
@@ -72,20 +91,23 @@ def n_pes(_semantic=None):
 
 @dist_builtin
 def team_my_pe(team, _semantic=None):
-    return _call("team_my_pe", [_cast(team, _I32, _semantic)], [_I32], _I32, _semantic, pure=True)
+    return _call("team_my_pe", [_cast(team, _I32, _semantic, "team_my_pe", "team")], [_I32], _I32, _semantic,
+                 pure=True)
 
 
 @dist_builtin
 def team_n_pes(team, _semantic=None):
-    return _call("team_n_pes", [_cast(team, _I32, _semantic)], [_I32], _I32, _semantic, pure=True)
+    return _call("team_n_pes", [_cast(team, _I32, _semantic, "team_n_pes", "team")], [_I32], _I32, _semantic,
+                 pure=True)
 
 
 @dist_builtin
 def team_translate_pe(src_team, src_pe, dest_team, _semantic=None):
     """The index in dest_team of member src_pe of src_team; -1 if a team is invalid or the PE is
     not in it (teams come from the host's team_split_strided)."""
-    return _call("team_translate_pe", [_cast(src_team, _I32, _semantic), _cast(src_pe, _I32, _semantic),
-                                       _cast(dest_team, _I32, _semantic)], [_I32, _I32, _I32], _I32, _semantic,
+    op = "team_translate_pe"
+    return _call(op, [_cast(src_team, _I32, _semantic, op, "team"), _cast(src_pe, _I32, _semantic, op, "src_pe"),
+                      _cast(dest_team, _I32, _semantic, op, "team")], [_I32, _I32, _I32], _I32, _semantic,
                  pure=True)
 
 
@@ -102,11 +124,10 @@ def remote_ptr(local_ptr, pe, _semantic=None):
     """The address of `local_ptr`'s counterpart on `pe`: aclshmem_ptr_<type> (typed, as the
     device library defines it; the same symbol as dl.symm_at)."""
     p = _ptr_arg(local_ptr, "remote_ptr")
-    if p.type.element_ty.name not in S.TYPE_NAMES:
-        raise TritonDistError(f"libshmem_device.remote_ptr: no aclshmem_ptr_<type> for element type "
-                              f"{p.type.element_ty}; supported: {', '.join(S.TYPE_NAMES)}")
-    return extern_call(LIB, "", [p, _cast(pe, _I32, _semantic)],
-                       {(p.type, _I32): (_sym("remote_ptr", p.type.element_ty), p.type)}, False, _semantic=_semantic)
+    symbol = _sym("remote_ptr", p.type.element_ty)
+    with calling("libshmem_device.remote_ptr"):
+        return extern_call(LIB, "", [p, _cast(pe, _I32, _semantic, "remote_ptr", "pe")],
+                           {(p.type, _I32): (symbol, p.type)}, False, _semantic=_semantic)
 
 
 @dist_builtin
@@ -114,7 +135,7 @@ def int_p(dest, value, pe, _semantic=None):
     p = _ptr_arg(dest, "int_p")
     if p.type.element_ty != tl.int32:
         raise TritonDistError(f"libshmem_device.int_p: dest must point to int32, got {p.type}")
-    return _call("int_p", [p, _cast(value, _I32, _semantic), _cast(pe, _I32, _semantic)],
+    return _call("int_p", [p, _cast(value, _I32, _semantic, "int_p", "value"), _cast(pe, _I32, _semantic, "int_p", "pe")],
                  [_PI32, _I32, _I32], (), _semantic)
 
 
@@ -123,7 +144,8 @@ def int64_p(dest, value, pe, _semantic=None):
     p = _ptr_arg(dest, "int64_p")
     if p.type.element_ty != tl.int64:
         raise TritonDistError(f"libshmem_device.int64_p: dest must point to int64, got {p.type}")
-    return _call("int64_p", [p, _cast(value, tl.int64, _semantic), _cast(pe, _I32, _semantic)],
+    return _call("int64_p", [p, _cast(value, tl.int64, _semantic, "int64_p", "value"),
+                             _cast(pe, _I32, _semantic, "int64_p", "pe")],
                  [p.type, tl.int64, _I32], (), _semantic)
 
 
@@ -133,9 +155,8 @@ def _rma(op, dest, source, nbytes, pe, _semantic):
         raise TritonDistError(f"libshmem_device.{op}: dest and source must have the same pointer type, "
                               f"got {d.type} and {s.type}")
     if d.type.element_ty not in _RMA_TYPES:
-        raise TritonDistError(f"libshmem_device.{op}: element type {d.type.element_ty} is not supported "
-                              f"by aclshmem RMA")
-    return _call(op, [d, s, _cast(nbytes, _U32, _semantic), _cast(pe, _I32, _semantic)],
+        raise TritonDistError(_type_error(op, d.type.element_ty))
+    return _call(op, [d, s, _cast(nbytes, _U32, _semantic, op, "nbytes"), _cast(pe, _I32, _semantic, op, "pe")],
                  [d.type, s.type, _U32, _I32], (), _semantic)
 
 
@@ -168,10 +189,16 @@ def _sig_ptr(sig_addr, what):
 
 def _putmem_signal(op, dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic):
     d, s = _ptr_arg(dest, op), _ptr_arg(source, op)
+    if d.type != s.type:
+        raise TritonDistError(f"libshmem_device.{op}: dest and source must have the same pointer type, "
+                              f"got {d.type} and {s.type}")
+    if d.type.element_ty not in _RMA_TYPES:
+        raise TritonDistError(_type_error(op, d.type.element_ty))
     sig = _sig_ptr(sig_addr, op)
-    check_value_fits(sig, signal, f"{op}: signal", _semantic)
-    return _call(op, [d, s, _cast(nbytes, _U32, _semantic), sig, _cast(signal, _I32, _semantic),
-                      _cast(sig_op, _I32, _semantic), _cast(pe, _I32, _semantic)],
+    check_value_fits(sig, signal, f"libshmem_device.{op}: signal", _semantic)
+    return _call(op, [d, s, _cast(nbytes, _U32, _semantic, op, "nbytes"), sig,
+                      _cast(signal, _I32, _semantic, op, "signal"), _cast(sig_op, _I32, _semantic, op, "sig_op"),
+                      _cast(pe, _I32, _semantic, op, "pe")],
                  [d.type, s.type, _U32, _PI32, _I32, _I32, _I32], (), _semantic)
 
 
@@ -188,16 +215,18 @@ def putmem_signal_nbi(dest, source, nbytes, sig_addr, signal, sig_op, pe, _seman
 @dist_builtin
 def signal_op(sig_addr, signal, sig_op, pe, _semantic=None):
     sig = _sig_ptr(sig_addr, "signal_op")
-    check_value_fits(sig, signal, "signal_op: signal", _semantic)
-    return _call("signal_op", [sig, _cast(signal, _I32, _semantic), _cast(sig_op, _I32, _semantic),
-                               _cast(pe, _I32, _semantic)], [_PI32, _I32, _I32, _I32], (), _semantic)
+    check_value_fits(sig, signal, "libshmem_device.signal_op: signal", _semantic)
+    op = "signal_op"
+    return _call(op, [sig, _cast(signal, _I32, _semantic, op, "signal"), _cast(sig_op, _I32, _semantic, op, "sig_op"),
+                      _cast(pe, _I32, _semantic, op, "pe")], [_PI32, _I32, _I32, _I32], (), _semantic)
 
 
 @dist_builtin
 def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None):
     sig = _sig_ptr(sig_addr, "signal_wait_until")
-    check_value_fits(sig, cmp_val, "signal_wait_until: cmp_val", _semantic)
-    return _call("signal_wait_until", [sig, _cast(cmp_, _I32, _semantic), _cast(cmp_val, _I32, _semantic)],
+    check_value_fits(sig, cmp_val, "libshmem_device.signal_wait_until: cmp_val", _semantic)
+    op = "signal_wait_until"
+    return _call(op, [sig, _cast(cmp_, _I32, _semantic, op, "cmp"), _cast(cmp_val, _I32, _semantic, op, "cmp_val")],
                  [_PI32, _I32, _I32], _I32, _semantic)
 
 
@@ -213,13 +242,13 @@ def barrier_all_vec(_semantic=None):
 
 @dist_builtin
 def barrier(team, _semantic=None):
-    return _call("barrier", [_cast(team, _I32, _semantic)], [_I32], (), _semantic)
+    return _call("barrier", [_cast(team, _I32, _semantic, "barrier", "team")], [_I32], (), _semantic)
 
 
 @dist_builtin
 def barrier_vec(team, _semantic=None):
     """barrier(team) among the vector cores only (aclshmemx_barrier_vec)."""
-    return _call("barrier_vec", [_cast(team, _I32, _semantic)], [_I32], (), _semantic)
+    return _call("barrier_vec", [_cast(team, _I32, _semantic, "barrier_vec", "team")], [_I32], (), _semantic)
 
 
 @dist_builtin

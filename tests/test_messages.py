@@ -1,0 +1,218 @@
+"""Every message names the call the user wrote and what to do (issue 26 item 7).
+
+Each case is a user mistake whose message, before, named another call (the primitive the
+call lowers to), leaked a numpy error or an unfilled template, or said nothing at all.
+The oracle is the call the kernel wrote (its name, its argument) and the documented rule
+(ranks are 0..n-1; nbytes is a uint32; the RMA element types of docs/semantics.md §6).
+"""
+import os
+import sys
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device as shm
+
+
+def _failure(body, world_size=2, **kw) -> str:
+    """What the user reads first: the failing rank's exception type and message (its traceback
+    follows it, and names the simulator's own functions)."""
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=world_size, **kw)
+    return f"{ei.value.exc_type}: {ei.value.message}"
+
+
+@triton.jit
+def _notify_kernel(sig, peer):
+    dl.notify(sig, peer)
+
+
+def test_notify_to_a_rank_that_does_not_exist_names_dl_notify():
+    def body():
+        sig = triton_dist.symm_tensor((16,), torch.int32)
+        _notify_kernel[(1,)](sig, 2)
+    msg = _failure(body)
+    assert "dl.notify targets rank 2" in msg and "0..1" in msg and "signal_op" not in msg, msg
+    assert "test_messages.py:" in msg and "dl.num_ranks()" in msg, msg       # the line, and what to do
+
+
+def test_notify_on_a_host_tensor_names_dl_notify():
+    def body():
+        _notify_kernel[(1,)](torch.zeros(16, dtype=torch.int32), 0)
+    msg = _failure(body, world_size=1)
+    assert "dl.notify needs a pointer into the symmetric heap" in msg and "symm_tensor" in msg, msg
+    assert "signal_op" not in msg, msg
+
+
+@triton.jit
+def _notify_float_rank_kernel(sig):
+    dl.notify(sig, 0.5)
+
+
+def test_notify_to_a_float_rank_is_refused_not_truncated():
+    def body():
+        sig = triton_dist.symm_tensor((16,), torch.int32)
+        try:
+            _notify_float_rank_kernel[(1,)](sig)
+        except triton_dist.TritonDistError as e:
+            return int(sig[0]), str(e)
+        return int(sig[0]), "no error"
+    (slot, msg), = triton_dist.launch(body, world_size=1).values
+    assert slot == 0, "the signal was sent to rank 0"
+    assert "dl.notify" in msg and "rank" in msg and "0.5" in msg and "integer" in msg, msg
+
+
+@triton.jit
+def _remote_ptr_kernel(buf, out, peer):
+    tl.store(out, tl.load(shm.remote_ptr(buf, peer)))
+
+
+def test_remote_ptr_to_a_rank_that_does_not_exist_names_remote_ptr():
+    def body():
+        buf = triton_dist.symm_tensor((16,), torch.float32)
+        out = triton_dist.symm_tensor((1,), torch.float32)
+        _remote_ptr_kernel[(1,)](buf, out, 3)
+    msg = _failure(body)
+    assert "libshmem_device.remote_ptr targets rank 3" in msg and "0..1" in msg, msg
+    assert "symm_at" not in msg, msg
+
+
+@triton.jit
+def _putmem_kernel(dst, src, NBYTES: tl.constexpr):
+    shm.putmem(dst, src, NBYTES, 0)
+
+
+@pytest.mark.parametrize("nbytes", [-4, 2 ** 32])
+def test_putmem_with_a_byte_count_that_is_no_uint32_says_so(nbytes):
+    def body():
+        a = triton_dist.symm_tensor((16,), torch.float32)
+        b = triton_dist.symm_tensor((16,), torch.float32)
+        _putmem_kernel[(1,)](a, b, NBYTES=nbytes)
+    msg = _failure(body, world_size=1)
+    assert "TritonDistError" in msg and "OverflowError" not in msg, msg
+    assert "libshmem_device.putmem" in msg and "nbytes" in msg and str(nbytes) in msg, msg
+    assert "4294967295" in msg, msg                                         # the range it must be in
+
+
+@triton.jit
+def _putmem_signal_kernel(dst, src, sig):
+    shm.putmem_signal(dst, src, 64, sig, 1, shm.ACLSHMEM_SIGNAL_SET, 0)
+
+
+def test_putmem_signal_on_fp64_names_the_dtype_not_a_template():
+    def body():
+        a = triton_dist.symm_tensor((8,), torch.float64)
+        b = triton_dist.symm_tensor((8,), torch.float64)
+        sig = triton_dist.symm_tensor((16,), torch.int32)
+        _putmem_signal_kernel[(1,)](a, b, sig)
+    msg = _failure(body, world_size=1)
+    assert "{type}" not in msg, msg
+    assert "libshmem_device.putmem_signal" in msg and "fp64" in msg and "fp32" in msg, msg
+
+
+@triton.jit
+def _store_kernel(buf, N: tl.constexpr):
+    tl.store(buf + tl.arange(0, N), tl.arange(0, N))
+
+
+def _freed_site():
+    return f"{os.path.basename(__file__)}:"
+
+
+@pytest.mark.parametrize("reused", [False, True], ids=["slot-free", "slot-reused"])
+def test_kernel_through_a_freed_tensor_is_told_it_was_freed(reused):
+    def body():
+        a = triton_dist.symm_tensor((16,), torch.int32)          # symm tensor #0
+        b = triton_dist.symm_tensor((16,), torch.int32)          # #1, its live neighbour
+        triton_dist.free(a)
+        if reused:
+            c = triton_dist.symm_tensor((16,), torch.int32)      # #2, at a's old offset  # noqa: F841
+        _store_kernel[(1,)](a, N=16)
+        return b
+    msg = _failure(body, world_size=1)
+    assert "symm tensor #0 (int32[16])" in msg and "freed" in msg, msg
+    assert "triton_dist.free" in msg and _freed_site() in msg, msg          # where it was freed
+    assert "#1" not in msg and "#2" not in msg, msg                          # no live tensor blamed
+
+
+def test_zero_size_symm_tensors_free_cleanly(monkeypatch):
+    from triton_dist.symm_heap import ALIGN, RESERVED_BYTES
+    # room for 2 allocations: a leaked slot per zero-size tensor exhausts it on the third
+    monkeypatch.setenv("TRITON_DIST_HEAP_SIZE", str(RESERVED_BYTES + 2 * ALIGN))
+
+    def body():
+        for _ in range(6):
+            z = triton_dist.symm_tensor((0, 4), torch.float32)
+            assert tuple(z.shape) == (0, 4)
+            triton_dist.free(z)
+        t = triton_dist.symm_tensor((2 * ALIGN // 4,), torch.float32)   # the whole heap is free again
+        return t.numel()
+    assert triton_dist.launch(body, world_size=2).values == [2 * ALIGN // 4] * 2
+
+
+@triton.jit
+def _u64_kernel(sig, V: tl.constexpr):
+    dl.notify(sig, 0, signal=V)
+    dl.wait(sig, 1, "sys", "acquire", waitValue=V)
+
+
+@pytest.mark.parametrize("schedule", ["free", "pct"])
+def test_uint64_signals_take_their_whole_range(schedule):
+    v = 2 ** 63 + 5
+
+    def body():
+        sig = triton_dist.symm_tensor((8,), torch.uint64)
+        _u64_kernel[(1,)](sig, V=v)
+        return int(sig.view(torch.int64)[0]) % 2 ** 64
+    assert triton_dist.launch(body, world_size=1, schedule=schedule, seed=0).values == [v]
+
+
+@triton.jit
+def _u64_wait_kernel(sig, V: tl.constexpr):
+    dl.wait(sig, 1, "sys", "acquire", waitValue=V)
+
+
+@pytest.mark.parametrize("schedule", ["free", "pct"])
+def test_uint64_wait_that_never_ends_reports_the_awaited_value(schedule):
+    v = 2 ** 64 - 1
+
+    def body():
+        sig = triton_dist.symm_tensor((8,), torch.uint64)
+        _u64_wait_kernel[(1,)](sig, V=v)
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(body, world_size=1, schedule=schedule, seed=0, timeout=30)
+    assert f"awaits {v}, sees 0" in str(ei.value), str(ei.value)
+
+
+NON_ASCII_KERNEL = '''
+import torch, triton, triton.language as tl
+import triton_dist
+import triton_dist.language as dl
+
+@triton.jit
+def {name}(sig):
+    dl.wait(sig, 1, "sys", "acquire", waitValue=1)      # nobody signals: a deadlock
+
+def body():
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    {name}[(1,)](sig)
+'''
+
+
+@pytest.mark.parametrize("schedule", ["free", "pct"])
+def test_reports_survive_non_ascii_file_and_kernel_names(schedule, tmp_path, monkeypatch):
+    name = "k" + "ядро_ожидания_сигнала_" * 3 + "k"            # 2 bytes a letter: cuts fall inside letters
+    path = tmp_path / ("ожидание_" * 4 + ".py")
+    path.write_text(NON_ASCII_KERNEL.format(name=name))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = __import__(path.stem)
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(mod.body, world_size=1, schedule=schedule, seed=0, timeout=30)
+    text = str(ei.value) + getattr(ei.value, "events", "")
+    assert "UnicodeDecodeError" not in text and "awaits 1, sees 0" in text, text
+    assert "ядро" in text and "ожидание" in text, text
+    sys.modules.pop(path.stem, None)
