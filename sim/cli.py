@@ -54,8 +54,13 @@ def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True)
                    help="run upstream Ascend host code as written: `import shmem` is the simulator's heap, "
                         "hccl is gloo, npu is the CPU (sim/compat/npu.py)")
     p.add_argument("script", help="the Python script every rank runs")
-    if remainder:      # run: everything after the script is the script's, as with torchrun
-        p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+    if remainder:      # run: what follows the script is the script's, as with torchrun, except
+        # triton-dist's own options, which are honoured there too (docs/races.md writes
+        # `run -n N script.py --race-check`); after `--` everything is the script's
+        p.add_argument("args", nargs=argparse.REMAINDER,
+                       help="arguments of the script (triton-dist's own options here are honoured; "
+                            "put the script's own after --)")
+        _honour_options_after_script(p)
     else:              # explore/replay: options may follow the script; its own arguments go after --
         p.add_argument("args", nargs="*", help="arguments of the script (after --)")
         _split_at_dashdash(p)
@@ -76,6 +81,41 @@ def _split_at_dashdash(p: argparse.ArgumentParser) -> None:
             args, rest = args[:i], args[i + 1:]
         ns, extra = parse(args, namespace)
         ns.args = list(getattr(ns, "args", None) or []) + rest
+        return ns, extra
+    p.parse_known_args = parse_known_args
+
+
+def _honour_options_after_script(p: argparse.ArgumentParser) -> None:
+    """`run -n 2 script.py --race-check a --b`: --race-check is triton-dist's (it used to reach
+    the script, which ignored it: exit 0 on a racy program), `a --b` the script's.  The
+    options of triton-dist found after the script, before any `--`, are moved in front of
+    it and the command line parsed again; everything after `--` is the script's verbatim."""
+    parse = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        ns, extra = parse(args, namespace)
+        rest = list(getattr(ns, "args", None) or [])
+        ours, theirs, i = [], [], 0
+        while i < len(rest):
+            tok = rest[i]
+            if tok == "--":
+                theirs += rest[i + 1:]
+                break
+            action = p._option_string_actions.get(tok.split("=", 1)[0]) if tok.startswith("--") else None
+            if action is None or action.dest in ("help", "nproc"):
+                theirs.append(tok)
+                i += 1
+                continue
+            takes = 0 if action.nargs == 0 or "=" in tok else 1
+            ours += rest[i:i + 1 + takes]
+            i += 1 + takes
+        if not ours:
+            ns.args = theirs
+            return ns, extra
+        head = args[:len(args) - len(rest)]          # ends with the script
+        ns, extra = parse(head[:-1] + ours + head[-1:], namespace)
+        ns.args = theirs
         return ns, extra
     p.parse_known_args = parse_known_args
 
@@ -199,7 +239,10 @@ def explore(args) -> int:
     passed = 0
     t0 = time.monotonic()
     tty = sys.stderr.isatty()
+    tried = 0
+    race = None
     for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
+        tried += 1
         try:
             _launch(args, seed=seed)
             passed += 1
@@ -209,19 +252,27 @@ def explore(args) -> int:
                 digest = getattr(e, "schedule_digest", "") or getattr(getattr(e, "result", None), "schedule_digest", "")
                 kinds[k] = [seed, 0, str(e).splitlines()[0], digest]
             kinds[k][1] += 1
-        if tty or (i + 1) % 10 == 0 or i + 1 == args.seeds:
+            if isinstance(e, triton_dist.RaceError):
+                race = (seed, e)
+        if tty or (i + 1) % 10 == 0 or i + 1 == args.seeds or race:
             _progress(i + 1, args.seeds, passed, sum(v[1] for v in kinds.values()))
             if not tty:
                 sys.stderr.write("\n")
+        if race:        # happens-before does not depend on the seed: every seed finds this race
+            break
     if tty:
         sys.stderr.write("\n")
-    print(f"explored {args.seeds} seeds of schedule {args.schedule} on {args.nproc} ranks in "
-          f"{time.monotonic() - t0:.1f} s: {passed} passed, {args.seeds - passed} failed")
+    print(f"explored {tried} seeds of schedule {args.schedule} on {args.nproc} ranks in "
+          f"{time.monotonic() - t0:.1f} s: {passed} passed, {tried - passed} failed")
+    if race:
+        print(f"stopped at seed {race[0]}, the first with a race (the race detector finds the same races "
+              f"under every seed):")
+        print(str(race[1]))
     for kind, (seed, count, first, digest) in sorted(kinds.items(), key=lambda kv: kv[1][0]):
         print(f"  {count:4d} x {first}")
         print(f"         first seed {seed} (digest {digest or '-'}); replay: "
               f"{replay_line(args, args.schedule, seed)}")
-    return 0 if passed == args.seeds else 1
+    return 0 if passed == tried and not race else 1
 
 
 # --- replay -----------------------------------------------------------------------------------

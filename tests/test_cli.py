@@ -132,3 +132,36 @@ def test_run_an_example_written_for_torchrun(capfd):
     example = os.path.join(os.path.dirname(__file__), "..", "examples", "hello_allgather.py")
     assert main(["run", "-n", "2", example]) == 0
     assert "allgather on 2 ranks: OK" in capfd.readouterr().out
+
+
+# ---- issue 26 item 7: options after the script; explore --race-check stops at the first race ----
+
+def test_run_honours_its_own_options_after_the_script(tmp_path, capfd):
+    """docs/races.md writes `triton-dist run -n N script.py --race-check`: the check runs (exit 1
+    on the planted race, with its report), it is not handed to the script."""
+    racy = tmp_path / "racy.py"
+    racy.write_text(RACY_UNCHECKED.replace("print(out.item())", "import sys; print('argv', sys.argv[1:])"))
+    assert main(["run", "-n", "2", str(racy), "--race-check"]) == 1
+    cap = capfd.readouterr()
+    assert "on symmetric memory" in cap.err and "racy.py:" in cap.err, cap.err
+    assert "argv []" in cap.out, cap.out                      # the script got nothing
+
+
+def test_run_passes_the_scripts_own_arguments_and_everything_after_dashdash(tmp_path, capfd):
+    p = tmp_path / "hello.py"
+    p.write_text(HELLO)
+    assert main(["run", "-n", "2", str(p), "0", "--size", "3", "--schedule", "pct", "--seed", "4",
+                 "--", "--race-check"]) == 0
+    cap = capfd.readouterr()
+    assert "args ['0', '--size', '3', '--race-check']" in cap.out, cap.out
+    assert "(schedule pct, seed 4," in cap.err, cap.err          # --schedule/--seed were honoured
+
+
+def test_explore_with_race_check_stops_at_the_first_race(tmp_path, capsys):
+    racy = tmp_path / "racy.py"
+    racy.write_text(RACY_UNCHECKED)
+    rc = main(["explore", "-n", "2", str(racy), "--seeds", "6", "--schedule", "pct", "--race-check"])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "explored 1 seeds of schedule pct on 2 ranks" in out, out
+    assert "stopped at seed 0, the first with a race" in out and "racy.py:" in out, out
