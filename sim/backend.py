@@ -130,11 +130,14 @@ class SimBackend(Backend):
         self.rt = SimRuntime(rank, world_size, hs, board, cache.make(memory_model), sched, timeout,
                              barrier_plus_one)
         if trace_dir is not None:
+            from .observers import subscribe
             from .trace import Tracer
             self.rt.tracer = Tracer(trace_dir, rank, trace_t0, shared)
+            subscribe(self.rt, self.rt.tracer)
         if race is not None:          # (directory for the logs, shared SlotTable) from launch()
+            from .observers import subscribe
             from .race import RaceRecorder
-            self.rt.race = RaceRecorder(self.rt, *race)
+            subscribe(self.rt, RaceRecorder(self.rt, *race))
         if predict is not None:       # (directory, PerfSlots) from launch(): sim/predict records the ops
             from .predict.record import attach
             attach(self.rt, *predict)
@@ -185,8 +188,8 @@ class SimBackend(Backend):
         if rt.tracer:
             rt.tracer.begin(what)
         try:
-            if rt.race is not None:
-                rt.race.collective_arrive()
+            if rt.observers is not None:
+                rt.observers.collective_arrive()
             with rt.sched.host_call(what), host_collectives.inside():
                 try:
                     out = fn()
@@ -196,8 +199,8 @@ class SimBackend(Backend):
                     if gone or host_collectives.peer_lost(e):
                         raise host_collectives.peer_gone(what, gone, e) from None
                     raise
-            if rt.race is not None:
-                rt.race.collective_depart()
+            if rt.observers is not None:
+                rt.observers.collective_depart()
             return out
         finally:
             rt.board.set_state(rt.rank, -1, B.RUNNING)

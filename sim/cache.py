@@ -107,7 +107,7 @@ class AscendMemory(CoherentMemory):
         if off + size > LINE:             # a scalar straddling two lines: read both
             return np.frombuffer(bytes(entry[0][off:]) + bytes(self._line(addr + LINE - off)[0][0][:off + size - LINE]),
                                  dtype=np_dtype)[0]
-        return np.frombuffer(bytes(entry[0][off:off + size]), dtype=np_dtype)[0]
+        return np.frombuffer(entry[0], dtype=np_dtype, count=1, offset=off)[0]
 
     def scalar_store(self, addr, value):
         if context.core() is None:
@@ -115,14 +115,19 @@ class AscendMemory(CoherentMemory):
         if self.cached_kernel_stores:
             return self.library_store(addr, value)
         # a 1-element DMA: exactly the element's bytes reach memory; the storing core's own
-        # copy of the line (if cached) sees them, no other core's cache does
+        # copy of the line(s) (if cached) sees them, no other core's cache does
         raw = np.asarray(value).tobytes()
         ctypes.memmove(addr, raw, len(raw))
         cache = context.core().cache
-        for i in range(len(raw)):
-            e = cache.get((addr + i) & _MASK)
-            if e is not None:
-                e[0][(addr + i) - ((addr + i) & _MASK)] = raw[i]
+        if cache:
+            end = addr + len(raw)
+            base = addr & _MASK
+            while base < end:
+                e = cache.get(base)
+                if e is not None:
+                    lo, hi = max(addr, base), min(end, base + LINE)
+                    e[0][lo - base:hi - base] = raw[lo - addr:hi - addr]
+                base += LINE
         context.runtime().sched.wrote()
 
     def library_store(self, addr, value):

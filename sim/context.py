@@ -48,3 +48,11 @@ def kernel_line(depth: int = 2) -> str:
     if f is None:
         return "<host>"
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} ({f.f_code.co_name})"
+
+
+def site_name(site) -> str:
+    """kernel_line's words for a site (code, line) taken earlier; '<host>' for None."""
+    if site is None:
+        return "<host>"
+    code, line = site
+    return f"{os.path.basename(code.co_filename)}:{line} ({code.co_name})"

@@ -6,8 +6,8 @@ What the simulator needs from the interpreter, and what is changed to get it:
   one after another, and without the interpreter's copy of every argument's storage to
   a host buffer and back (that copy would undo a peer's writes into the symmetric heap);
 - tl.program_id / tl.num_programs answer for the calling task (thread-local);
-- every load, store and atomic goes through sim/memory.py, told whether the pointer is
-  a scalar (data cache) or a block (DMA);
+- every load, store and atomic goes through the access path (sim/access.py), told whether
+  the pointer is a scalar (data cache) or a block (DMA);
 - the code objects of interpreted functions are recorded, so a report can name the
   kernel line.
 How each Triton release does these things differs; sim/tritonapi/ holds one adapter per
@@ -28,7 +28,7 @@ from triton.runtime import interpreter as _interp
 
 from triton_dist import kernel_launches
 
-from . import context, memory
+from . import access, context, memory
 from .tritonapi import detect
 
 # The adapter of the installed triton's interpreter generation (sim/tritonapi/): every
@@ -73,22 +73,22 @@ def _masked_load(self, ptrs, mask, other, *_policy):
     if other is None:
         other = TensorHandle(np.zeros_like(ptrs.data, dtype=dtype_np), dtype_tt)
     scalar = getattr(_access, "scalar", False)
-    return TensorHandle(memory.load(ptrs.data, mask.data, other.data, dtype_np, scalar, _base(ptrs)), dtype_tt)
+    return TensorHandle(access.load(ptrs.data, mask.data, other.data, dtype_np, scalar, _base(ptrs)), dtype_tt)
 
 
 def _masked_store(self, ptrs, value, mask, *_policy):
-    return memory.store(ptrs.data, value.data, mask.data, getattr(_access, "scalar", False), _base(ptrs))
+    return access.store(ptrs.data, value.data, mask.data, getattr(_access, "scalar", False), _base(ptrs))
 
 
 def _atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
     op = self.ir_rmw_op_to_interpreter_rmw_op[rmwOp]
     sem = self.ir_sem_to_interpreter_sem[sem]
-    return TensorHandle(memory.atomic_rmw(op, ptr.data, val.data, mask.data, sem, _base(ptr)), val.dtype.scalar)
+    return TensorHandle(access.atomic_rmw(op, ptr.data, val.data, mask.data, sem, _base(ptr)), val.dtype.scalar)
 
 
 def _atomic_cas(self, ptr, cmp, val, sem, scope):
     sem = self.ir_sem_to_interpreter_sem[sem]
-    return TensorHandle(memory.atomic_cas(ptr.data, cmp.data, val.data, sem, _base(ptr)), cmp.dtype.scalar)
+    return TensorHandle(access.atomic_cas(ptr.data, cmp.data, val.data, sem, _base(ptr)), cmp.dtype.scalar)
 
 
 # ---- pointer provenance: which tensor a pointer was derived from ---------------------------
@@ -135,9 +135,9 @@ def _dot(orig):
     # triton 3.6's interpreter multiplies bf16 operands as their raw uint16 bit patterns
     # (a 16x16 dot comes out ~1e10 off); widen them to fp32 first, as the hardware does.
     def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        rec = getattr(context._runtime, "race", None)      # issue 17: sim/predict records the dot's FLOPs
-        if rec is not None and hasattr(rec, "dot"):
-            rec.dot(a.data.size // a.data.shape[-1], b.data.shape[-1], a.data.shape[-1], a.dtype.scalar,
+        obs = getattr(context._runtime, "observers", None)     # issue 17: sim/predict records the dot's FLOPs
+        if obs is not None:
+            obs.dot(a.data.size // a.data.shape[-1], b.data.shape[-1], a.data.shape[-1], a.dtype.scalar,
                     input_precision)
         if a.dtype.scalar == triton.language.bfloat16:
             a = TensorHandle(_bf16_to_f32(a.data), triton.language.float32)

@@ -82,12 +82,10 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         # only a rank that finished hands the baton on: after a failure the schedule stops
         # where it failed, so the digest and events of a replay match exactly
         be.rt.sched.finish()
-        if options.get("race") is not None:
-            from . import race
-            race.dump_active()        # this rank's access log, for the launcher's analysis
-        if options.get("predict") is not None:
-            from .predict import record
-            record.dump_active()      # this rank's op lists, for the performance model (sim/predict)
+        if be.rt.observers is not None:
+            # what the subscribers recorded: the race detector's access logs, the predictor's
+            # op lists, for the launcher's analysis
+            be.rt.observers.dump()
         result = L.pack_value(rank, value)
     except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
         result = L.pack_error(e)

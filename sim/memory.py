@@ -1,12 +1,12 @@
-"""Device memory as the simulator sees it: known buffers, address checks, and every access.
+"""Device memory as the simulator sees it: the known buffers and the checks of an address.
 
-Every load, store and atomic a kernel makes arrives here (sim/interp.py routes the
-interpreter's memory ops to this module), so there is one place that
+The access path (sim/access.py) checks every load, store and atomic here, so there is one
+place that
 - refuses an address outside every known buffer, naming the kernel line (never a segfault);
-- names an address as "symmetric tensor + offset" in reports;
-- puts scalar accesses through the core's data cache (sim/cache.py) and lets block
-  accesses (DMA) bypass it, as on the NPU;
-- under the ascend models queues a kernel's stores as DMAs in flight (sim/dma.py).
+- refuses an access outside the tensor its pointer was computed from (provenance);
+- names an address as "symmetric tensor + offset" in reports.
+The raw helpers at the end are the hardware paths the device library takes (checked by
+the caller).
 """
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from triton._C.libtriton import interpreter as _cpu
 
 from triton_dist.errors import TritonDistError
 
-from . import context, dma, spin
+from . import context
 
-_RELAXED = _cpu.MEM_SEMANTIC.RELAXED
 _ACQ_REL = _cpu.MEM_SEMANTIC.ACQUIRE_RELEASE
 
 
@@ -150,7 +149,11 @@ class AddressSpace:
     def check_many(self, addrs: np.ndarray, itemsize: int, what: str) -> None:
         if addrs.size == 0:
             return
-        lo, hi = int(addrs.min()), int(addrs.max()) + itemsize
+        self.check_span(int(addrs.min()), int(addrs.max()) + itemsize, addrs, itemsize, what)
+
+    def check_span(self, lo: int, hi: int, addrs, itemsize: int, what) -> None:
+        """check_many with the span [lo, hi) of `addrs` known (None: one scalar at lo); `what`
+        may be a function naming the access, called only to report an error."""
         b = self.find(lo)
         if b is not None and hi <= b.end:
             if b.heap is None:
@@ -158,6 +161,10 @@ class AddressSpace:
             a = b.heap.allocator.find(lo - b.start)
             if a is not None and hi - b.start <= a.offset + a.size:
                 return
+        what = what() if callable(what) else what
+        if addrs is None:
+            self.check(lo, hi, what)
+            return
         # The access spans several buffers (a gather across tensors): check each address.
         for a in np.unique(addrs):
             self.check(int(a), int(a) + itemsize, what)
@@ -204,161 +211,7 @@ def check_base(base, addrs: np.ndarray, itemsize: int, what: str) -> None:
         f"{into}). Check the offsets and masks of this access.")
 
 
-# ---- accesses ------------------------------------------------------------------------
-
-def _masked(ptrs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    if mask is None:
-        return ptrs.ravel()
-    m = np.broadcast_to(mask, ptrs.shape)
-    return ptrs[m] if not m.all() else ptrs.ravel()
-
-
-def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool, base=None) -> np.ndarray:
-    rt = context.runtime()
-    itemsize = np.dtype(np_dtype).itemsize
-    if scalar and rt.memory.caches:
-        addr = int(ptrs.ravel()[0])
-        if not bool(np.asarray(mask).ravel()[0]):
-            return other
-        check_base(base, ptrs.ravel()[:1], itemsize, f"scalar load of {np.dtype(np_dtype).name}")
-        rt.space.check(addr, addr + itemsize, f"scalar load of {np.dtype(np_dtype).name}")
-        rt.sched.point("scalar load", addr)
-        dma.depend(addr, addr + itemsize)
-        if rt.race is not None:
-            rt.race.scalar_load(addr, itemsize)
-        out = rt.memory.scalar_load(addr, np_dtype)
-        rt.spin_watch(("cached", addr), out, addr=addr)
-        return np.full(ptrs.shape, out, dtype=np_dtype)
-    sel = _masked(ptrs, mask)
-    check_base(base, sel, itemsize, f"load of {np.dtype(np_dtype).name}")
-    rt.space.check_many(sel, itemsize, f"load of {np.dtype(np_dtype).name}")
-    rt.sched.point("load" if not scalar else "scalar load", int(sel[0]) if sel.size else 0)
-    if sel.size:
-        dma.depend(int(sel.min()), int(sel.max()) + itemsize)
-    if rt.race is not None:
-        rt.race.block_load(sel, itemsize)
-    out = _cpu.load(ptrs, mask, other, np_dtype)
-    if sel.size:    # a poll (sim/spin.py): spinning only if the core's whole state repeats
-        a = int(sel[0])
-        rt.spin_watch(("load", a, sel.size, int(sel[-1])), out, "spin on loads", a)
-    return out
-
-
-def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, base=None) -> None:
-    rt = context.runtime()
-    itemsize = value.dtype.itemsize
-    if scalar and rt.memory.caches:
-        if not bool(np.asarray(mask).ravel()[0]):
-            return
-        addr = int(ptrs.ravel()[0])
-        check_base(base, ptrs.ravel()[:1], itemsize, f"scalar store of {value.dtype.name}")
-        rt.space.check(addr, addr + itemsize, f"scalar store of {value.dtype.name}")
-        rt.sched.point("scalar store", addr, _int(value.ravel()[0]))
-        dma.depend(addr, addr + itemsize)
-        if rt.race is not None:
-            rt.race.scalar_store(addr, itemsize)
-        v = value.ravel()[0].copy()
-        if rt.memory.cached_kernel_stores or context.core() is None:
-            rt.memory.scalar_store(addr, v)          # ascend-scalar-cache: through the data cache
-        else:   # triton-ascend: a 1-element tensor store = an MTE3 DMA, in flight (sim/dma.py)
-            dma.issue(context.core(), addr, addr + itemsize, lambda: rt.memory.scalar_store(addr, v))
-        rt.spin_reset()
-        return
-    sel = _masked(ptrs, mask)
-    check_base(base, sel, itemsize, f"store of {value.dtype.name}")
-    rt.space.check_many(sel, itemsize, f"store of {value.dtype.name}")
-    rt.sched.point("store" if not scalar else "scalar store", int(sel[0]) if sel.size else 0)
-    if sel.size:
-        dma.depend(int(sel.min()), int(sel.max()) + itemsize)
-    if rt.race is not None:
-        rt.race.block_store(sel, itemsize, _masked(np.broadcast_to(value, ptrs.shape), mask))
-    if sel.size and dma.enabled(rt):     # an MTE3 DMA: in flight until it completes (sim/dma.py)
-        p, v, m = np.array(ptrs), np.array(value), np.array(mask)
-
-        def perform():
-            _cpu.store(p, v, m)
-            rt.sched.wrote()
-        dma.issue(context.core(), int(sel.min()), int(sel.max()) + itemsize, perform)
-    else:
-        _cpu.store(ptrs, value, mask)
-        rt.sched.wrote()
-    rt.spin_reset()
-
-
-def atomic_rmw(op, ptrs, val, mask, sem, base=None):
-    rt = context.runtime()
-    sel = _masked(ptrs, mask)
-    check_base(base, sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
-    rt.space.check_many(sel, val.dtype.itemsize, f"atomic on {val.dtype.name}")
-    rt.sched.point("atomic", int(sel[0]) if sel.size else 0)
-    if sel.size:
-        dma.depend(int(sel.min()), int(sel.max()) + val.dtype.itemsize)
-    if rt.race is not None:
-        out = rt.race.atomic(sel, val.dtype.itemsize, sem != _RELAXED,
-                             lambda: _read_by(ptrs, mask, _cpu.atomic_rmw(op, ptrs, val, mask, sem)))
-    else:
-        out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
-    _atomic_done(rt, sel, out, spin.rmw_changed(op.name, out, val, mask))
-    return out
-
-
-def atomic_cas(ptrs, cmp, val, sem, base=None):
-    rt = context.runtime()
-    check_base(base, ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
-    rt.space.check_many(ptrs.ravel(), val.dtype.itemsize, f"atomic_cas on {val.dtype.name}")
-    rt.sched.point("atomic_cas", int(ptrs.ravel()[0]))
-    dma.depend(int(ptrs.min()), int(ptrs.max()) + val.dtype.itemsize)
-    if rt.race is not None:
-        out = rt.race.atomic(ptrs.ravel(), val.dtype.itemsize, sem != _RELAXED,
-                             lambda: _read_by(ptrs, None, _cpu.atomic_cas(ptrs, cmp, val, sem)))
-    else:
-        out = _cpu.atomic_cas(ptrs, cmp, val, sem)
-    _atomic_done(rt, ptrs.ravel(), out, spin.cas_changed(out, cmp, val))
-    return out
-
-
-def _atomic_done(rt, sel, out, changed: bool) -> None:
-    """An atomic that changed memory is a write; one that did not (a failed atomic_cas, an
-    atomic_add of 0) only read: polled in a loop it is a spin like a load's (issue 14 item 5)."""
-    if changed:
-        rt.sched.wrote()
-        rt.spin_reset()
-    elif sel.size:
-        a = int(sel[0])
-        rt.spin_watch(("atomic", a, sel.size), np.asarray(out), "spin on atomic polls", a)
-
-
-def _read_by(ptrs, mask, out):
-    """(out, {address: the value the atomic read there}) for the race detector: an acquire
-    synchronises with what was actually read (the first lane on an address read it first)."""
-    p = np.asarray(ptrs).ravel()
-    o = np.broadcast_to(np.asarray(out), np.asarray(ptrs).shape).ravel()
-    m = np.ones(p.shape, dtype=bool) if mask is None else np.broadcast_to(mask, np.asarray(ptrs).shape).ravel()
-    read = {}
-    for a, v, on in zip(p.tolist(), o.tolist(), m.tolist()):
-        if on and a not in read:
-            read[a] = _int(v)
-    return out, read
-
-
-def _int(v):
-    try:
-        return int(v)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-
-
 # Raw, checked-by-caller helpers for the primitives (they model the hardware paths).
-
-def raw_read(addr: int, np_dtype) -> int:
-    return np.frombuffer((ctypes.c_char * np.dtype(np_dtype).itemsize).from_address(addr),
-                         dtype=np_dtype)[0].item()
-
-
-def raw_write(addr: int, value, np_dtype) -> None:
-    np.frombuffer((ctypes.c_char * np.dtype(np_dtype).itemsize).from_address(addr),
-                  dtype=np_dtype)[0] = value
-
 
 def atomic_add(addr: int, value: int, np_dtype) -> int:
     """Hardware atomic add (UB->GM copy in atomic-add mode): bypasses every cache."""

@@ -18,7 +18,7 @@ from triton_dist.backend import Ptr  # noqa: F401 - the pointer type of every pr
 from triton_dist.backend import current_call
 from triton_dist.errors import TritonDistError
 
-from . import context, dma, memory, teams
+from . import access, context, dma, teams
 
 PRIMITIVES: dict = {}
 
@@ -60,15 +60,11 @@ def _name(default: str) -> str:
 # ---- scalar access as the NPU does it: through the core's data cache ------------------------
 
 def _load(rt, addr, np_dtype):
-    rt.sched.point("scalar load", addr)
-    dma.depend(addr, addr + np.dtype(np_dtype).itemsize)     # the core's own store to it lands first
-    return rt.memory.scalar_load(addr, np_dtype).item()
+    return access.library_load(rt, addr, np_dtype)      # a scheduling point, through the cache
 
 
 def _store(rt, addr, value, np_dtype):
-    rt.sched.point("scalar store", addr, int(value))
-    dma.depend(addr, addr + np.dtype(np_dtype).itemsize)
-    rt.memory.library_store(addr, np.asarray(value, dtype=np_dtype))   # through the cache; callers dcci
+    access.library_store(rt, addr, value, np_dtype)     # through the cache; callers dcci
 
 
 def _dcci(rt, addr):
@@ -85,8 +81,8 @@ def _trace(rt, name, **args):
 
 def _set_remote(rt, addr, value, np_dtype):
     """Signal SET: a plain scalar store, then dcci of that line. Not atomic."""
-    if rt.race is not None:
-        rt.race.signal(addr, np.dtype(np_dtype).itemsize, False, value)
+    if rt.observers is not None:
+        rt.observers.signal(addr, np.dtype(np_dtype).itemsize, False, value)
     _store(rt, addr, value, np_dtype)
     _dcci(rt, addr)
 
@@ -95,10 +91,9 @@ def _add_remote(rt, addr, value, np_dtype):
     """Signal ADD: atomic add by a UB->GM copy in atomic-add mode; bypasses the cache."""
     rt.sched.point("signal add", addr, value)
     dma.depend(addr, addr + np.dtype(np_dtype).itemsize)
-    if rt.race is not None:
-        rt.race.signal(addr, np.dtype(np_dtype).itemsize, True, value)
-    memory.atomic_add(addr, value, np_dtype)
-    rt.sched.wrote()
+    if rt.observers is not None:
+        rt.observers.signal(addr, np.dtype(np_dtype).itemsize, True, value)
+    access.library_add(rt, addr, value, np_dtype)
 
 
 def _poll(rt, addr, np_dtype):
@@ -198,16 +193,16 @@ def wait(rt, slots: Ptr, n: int, value: int) -> int:
     for i in range(n):
         addr = slots.addr + S.SIGNAL_SLOT_BYTES * i
         rt.wait_until("wait", addr, value, _poll(rt, addr, np_dtype), lambda v: v == value)
-    if rt.race is not None:
-        return rt.race.observed([slots.addr + S.SIGNAL_SLOT_BYTES * i for i in range(n)], [value] * n,
-                                itemsize, token=True)
+    if rt.observers is not None:
+        return rt.observers.observed([slots.addr + S.SIGNAL_SLOT_BYTES * i for i in range(n)], [value] * n,
+                                     itemsize, token=True) or 0
     return 0
 
 
 @primitive("aclshmem_consume_token")
 def consume_token(rt, value, token):
-    if rt.race is not None:
-        rt.race.consume(value, token)
+    if rt.observers is not None:
+        rt.observers.consume(value, token)
     return value
 
 
@@ -232,8 +227,8 @@ def signal_wait_until(rt, sig: Ptr, cmp: int, val: int) -> int:
     test = _CMP[cmp]
     v = rt.wait_until(f"signal_wait_until(sig {S.CMP_NAMES[cmp]} {val})", sig.addr, val,
                       _poll(rt, sig.addr, np.int32), lambda v: test(v, val))
-    if rt.race is not None:
-        rt.race.observed([sig.addr], [v], 4)
+    if rt.observers is not None:
+        rt.observers.observed([sig.addr], [v], 4)
     return v
 
 
@@ -254,11 +249,7 @@ def _rma(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool):
 
 
 def _dma(rt, dst, src, nbytes):
-    rt.sched.point("dma copy", dst, nbytes)
-    dma.depend(src, src + nbytes)       # the core's own stores to either buffer land first
-    dma.depend(dst, dst + nbytes)
-    memory.copy(dst, src, nbytes)
-    rt.sched.wrote()
+    access.library_copy(rt, dst, src, nbytes)     # a scheduling point; the core's stores to either land first
 
 
 def _transfer(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool, nbi: bool):
@@ -266,8 +257,8 @@ def _transfer(rt, what, dest: Ptr, src: Ptr, nbytes: int, pe: int, put: bool, nb
     is queued on the core and completes at quiet/fence/barrier/kernel end."""
     c = _core_or_error(what)
     d, s = _rma(rt, what, dest, src, nbytes, pe, put)
-    if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=put, nbi=nbi)
+    if rt.observers is not None:
+        rt.observers.rma(d, s, nbytes, put=put, nbi=nbi)
     if nbi:
         c.pending.append(lambda: _dma(rt, d, s, nbytes))
     else:
@@ -302,14 +293,14 @@ def _signal_after(rt, sig: Ptr, signal, sig_op, pe):
 def putmem_signal(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: int, sig_op: int, pe: int):
     c = _core_or_error("libshmem_device.putmem_signal")
     d, s = _rma(rt, "putmem_signal", dest, src, nbytes, pe, True)
-    if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=True, nbi=False,
-                    signal_addr=rt.translate(sig.addr, pe, _name("libshmem_device.putmem_signal")),
-                    signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
+    if rt.observers is not None:
+        rt.observers.rma(d, s, nbytes, put=True, nbi=False,
+                         signal_addr=rt.translate(sig.addr, pe, _name("libshmem_device.putmem_signal")),
+                         signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
     _dma(rt, d, s, nbytes)
     complete_pending(c)     # its quiet (SH shmem_device_so.hpp L54-70): everything issued before lands too
-    if rt.race is not None:
-        rt.race.quiet()     # that quiet is between the put and the signal: the data is performed first
+    if rt.observers is not None:
+        rt.observers.quiet()     # that quiet is between the put and the signal: the data is performed first
     signal_op(rt, sig, signal, sig_op, pe)    # ordered after the data
 
 
@@ -320,9 +311,9 @@ def putmem_signal_nbi(rt, dest: Ptr, src: Ptr, nbytes: int, sig: Ptr, signal: in
     d, s = _rma(rt, "putmem_signal_nbi", dest, src, nbytes, pe, True)
     remote_sig = rt.translate(sig.addr, pe, what)
     rt.space.check(remote_sig, remote_sig + 4, f"{what} signal")   # now, not at quiet
-    if rt.race is not None:
-        rt.race.rma(d, s, nbytes, put=True, nbi=True, signal_addr=remote_sig,
-                    signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
+    if rt.observers is not None:
+        rt.observers.rma(d, s, nbytes, put=True, nbi=True, signal_addr=remote_sig,
+                         signal_size=np.dtype(NP_DTYPES[sig.dtype]).itemsize)
     c.pending.append(lambda: _dma(rt, d, s, nbytes))
     c.pending.append(_signal_after(rt, sig, signal, sig_op, pe))
 
@@ -342,8 +333,8 @@ def _quiet(rt, what):
     library does for both quiet and fence (SEMANTICS section 3)."""
     c = _core_or_error(what)
     complete_pending(c)
-    if rt.race is not None:
-        rt.race.quiet()
+    if rt.observers is not None:
+        rt.observers.quiet()
     _trace(rt, f"{what} (dcci entire cache)")
     rt.memory.dcci_all()
 
@@ -375,8 +366,8 @@ def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
         raise TritonDistError(f"{context.kernel_line(4)}: {_name(what)}: rank {rt.rank} is not a member of team {team}")
     counter_off, flag_off = teams.sync_offsets(team)
     complete_pending(c)
-    if rt.race is not None:
-        rt.race.quiet()
+    if rt.observers is not None:
+        rt.observers.quiet()
     heaps = rt.heaps
     my_base = heaps.bases[rt.rank]
     counter = my_base + counter_off
@@ -398,8 +389,8 @@ def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
                 v = rt.wait_until(f"{what} (flag of rank {pe})", flag, count, _poll(rt, flag, np.int32),
                                   (lambda v: v == count or v == count + 1) if plus_one else (lambda v: v == count),
                                   target=f"barrier flag of rank {pe}")
-                if rt.race is not None:
-                    rt.race.observed([flag], [v], 4)
+                if rt.observers is not None:
+                    rt.observers.observed([flag], [v], 4)
     # 4. store(sync_counter, count); barrier of the local cores
     if c.core == 0:
         _set_remote(rt, counter, count, np.int32)

@@ -13,13 +13,7 @@ from . import board as B
 from . import context, device
 from .compat import cann
 from .memory import AddressSpace, Buffer
-from .spin import POLLING, SPINNING, SpinWatch
-
-
-# what the board calls a core spinning on each kind of poll (board.report words each)
-PLAIN_SPIN = "spin on plain loads"
-LOAD_SPIN = "spin on loads"
-ATOMIC_SPIN = "spin on atomic polls"
+from .spin import PLAIN_SPIN, POLLING, SPINNING, SpinWatch
 
 
 def _first(v):
@@ -121,7 +115,7 @@ class SimRuntime:
         self.barrier_plus_one = barrier_plus_one
         self.abort = threading.Event()
         self.tracer = None            # sim.trace.Tracer when the launch writes a trace
-        self.race = None              # sim.race.RaceRecorder when the launch checks for races
+        self.observers = None         # sim.observers.Observers once anything subscribes (race check, prediction)
         self.space = AddressSpace()
         for r, base in enumerate(heaps.bases):
             self.space.add(Buffer(base, base + heaps.size, f"symmetric heap of rank {r}", r, heaps))
@@ -253,20 +247,20 @@ class SimRuntime:
         self.sched.point("core barrier", 0, c.core)
         with self._core_bar:
             gen = self._core_bar_state[1]
-            if self.race is not None:
-                self.race.core_arrive(c, gen)
+            if self.observers is not None:
+                self.observers.core_arrive(c, gen)
             self._core_bar_state[0] += 1
             self.sched.wrote()          # an arrival is a change other cores wait to see
             if self._core_bar_state[0] == c.ncores:
                 self._core_bar_state[0] = 0
                 self._core_bar_state[1] += 1
-                if self.race is not None:
-                    self.race.core_depart(c, gen)
+                if self.observers is not None:
+                    self.observers.core_depart(c, gen)
                 return
         self.wait_until("local core barrier", 0, gen + 1, lambda: self._core_bar_state[1],
                         lambda g: g != gen, target=f"the {c.ncores} cores of rank {self.rank}")
-        if self.race is not None:
-            self.race.core_depart(c, gen)
+        if self.observers is not None:
+            self.observers.core_depart(c, gen)
 
     # -- kernel launch ------------------------------------------------------------------------
     def run_grid(self, fn, args, grid, tensors):
@@ -310,7 +304,7 @@ class SimRuntime:
         self.board.set_state(self.rank, -1, B.IN_KERNEL)
 
         tr = self.tracer
-        race = self.race
+        race = self.observers
         if race is not None:
             race.kernel_begin()
 

@@ -35,6 +35,11 @@ import numpy as np
 
 from . import context, loop_state
 
+# what the status board calls a core spinning on each kind of poll (board.report words each)
+PLAIN_SPIN = "spin on plain loads"
+LOAD_SPIN = "spin on loads"
+ATOMIC_SPIN = "spin on atomic polls"
+
 SPIN_REPEATS = 16      # identical consecutive visits of one poll before the core counts as spinning
 MAX_POLLS = 64         # distinct polls remembered per core (a loop over many addresses forgets)
 

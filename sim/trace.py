@@ -3,7 +3,9 @@
 Each rank appends JSON events to its own file as they happen (so a rank that is killed
 still leaves what it did); the launcher merges the files into one trace.  Under a
 deterministic schedule the clock is the global step count, so two replays of a seed give
-the same trace; in the free schedule it is microseconds since the launch started.
+the same trace; in the free schedule it is microseconds since the launch started.  Besides the spans and
+instants the simulator writes itself (kernels, waits, barriers, signals, collectives), the
+tracer subscribes to the rank's observers: every store in flight that lands is an instant.
 """
 from __future__ import annotations
 
@@ -40,6 +42,15 @@ class Tracer:
 
     def instant(self, name, core=-1, **args):
         self.emit("i", name, core, args)
+
+    # -- a subscriber of the rank's observers (sim/observers.py) --------------------------------
+    def landed(self, a):
+        """A kernel's store in flight reached memory (sim/dma.py): an instant on its program's
+        track, naming the bytes and the line that issued it."""
+        if a.origin != "kernel" or a.core is None:
+            return
+        self.instant("scalar store lands" if a.scalar else "store lands", a.core.core,
+                     target=a.rt.space.describe(a.lo), bytes=a.hi - a.lo, issued_at=a.where())
 
 
 def merge(directory: str, out_path: str, world_size: int, unit_is_steps: bool) -> int:

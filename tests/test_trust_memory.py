@@ -56,9 +56,9 @@ def slow_atomics(monkeypatch):
     """Widen the window between the start of an atomic and the moment it reads memory (a
     preempted core): a SET that lands in it is what the atomic reads."""
     import time
-    from triton_dist.sim import memory
+    from triton_dist.sim import access
 
-    real = memory._cpu
+    real = access._cpu
 
     class Slow:
         def __getattr__(self, name):
@@ -68,7 +68,7 @@ def slow_atomics(monkeypatch):
         def atomic_rmw(*a):
             time.sleep(0.002)
             return real.atomic_rmw(*a)
-    monkeypatch.setattr(memory, "_cpu", Slow())       # the ranks are forked: they inherit it
+    monkeypatch.setattr(access, "_cpu", Slow())       # the ranks are forked: they inherit it
 
 
 def test_atomic_spin_consumer_has_no_race_free_schedule(slow_atomics):

@@ -1,9 +1,7 @@
 """Online, in every rank: each program's list of ops for the performance model (model.py).
 
-The simulator calls `rt.race` at every memory access, atomic, signal, wait, RMA, quiet and
-core barrier (the race detector's hooks, sim/race/record.py), and sim/interp.py calls
-`rt.race.dot` at every tl.dot.  PerfRecorder implements the same methods; when the race
-check is on too, Tee forwards each call to both and returns the race recorder's answer.
+PerfRecorder subscribes to the rank's observers (sim/observers.py): every kernel memory
+access and atomic (sim/access.py), signal, wait, RMA, quiet, core barrier and tl.dot.
 
 Which SET satisfied which wait: like the race detector, a shared table (PerfSlots, a
 SlotTable with a longer ring) maps a signal address to its last releases; a release
@@ -28,6 +26,10 @@ import os
 import pickle
 
 from .. import context
+from ..access import ATOMIC as _ATOMIC
+from ..access import KERNEL as _KERNEL
+from ..access import LOAD as _LOAD
+from ..observers import subscribe
 from ..race.events import MASK64, REL_ADD, REL_SET
 from ..race.slots import SlotTable
 
@@ -110,24 +112,15 @@ class PerfRecorder:
             return                   # a poll of the same data: one load in the model
         ops.append(op)
 
-    def scalar_load(self, addr, size):
-        self._access("L", addr, size)
-
-    def scalar_store(self, addr, size):
-        self._access("S", addr, size)
-
-    def block_load(self, addrs, size):
-        if addrs.size:
-            self._access("L", int(addrs[0]), int(addrs.size) * size)
-
-    def block_store(self, addrs, size, values=None):
-        if addrs.size:
-            self._access("S", int(addrs[0]), int(addrs.size) * size)
-
-    def atomic(self, addrs, size, synchronising, perform):
-        out, read = perform()
-        self.atomic_done(addrs, size, synchronising, read)
-        return out
+    def access(self, a):
+        """A kernel's load, store or atomic (sim/access.py); the device library's own
+        accesses are ops of their own (R, W, P)."""
+        if a.origin is not _KERNEL or a.addrs is None or not a.addrs.size:
+            return
+        if a.kind is _ATOMIC:
+            self.atomic_done(a.addrs, a.itemsize, a.sync, a.read or {})
+        else:
+            self._access("L" if a.kind is _LOAD else "S", int(a.addrs[0]), int(a.addrs.size) * a.itemsize)
 
     def atomic_done(self, addrs, size, synchronising, read):
         """The atomic on addrs was performed and read `read` ({addr: value})."""
@@ -167,7 +160,6 @@ class PerfRecorder:
         ops = self._ops()
         if ops is not None:
             ops.append(("W", [self.slots.observe_group(a, _int(v)) for a, v in zip(addrs, values)]))
-        return 0
 
     def consume(self, value, token):
         pass
@@ -226,43 +218,9 @@ class PerfRecorder:
         os.replace(path + ".tmp", path)
 
 
-class Tee:
-    """rt.race when both the race check and the prediction are on: every hook goes to both;
-    the answer is the race recorder's (the atomic is performed once, inside its lock)."""
-
-    def __init__(self, race, perf):
-        self.race, self.perf = race, perf
-
-    def atomic(self, addrs, size, synchronising, perform):
-        seen = {}
-
-        def perform_once():
-            out, read = perform()
-            seen["read"] = read
-            return out, read
-        out = self.race.atomic(addrs, size, synchronising, perform_once)
-        self.perf.atomic_done(addrs, size, synchronising, seen.get("read", {}))
-        return out
-
-    def __getattr__(self, name):
-        theirs = getattr(self.race, name)
-        mine = getattr(self.perf, name, None)
-        if mine is None or not callable(theirs):
-            return theirs
-
-        def both(*args, **kwargs):
-            mine(*args, **kwargs)
-            return theirs(*args, **kwargs)
-        return both
-
-    def dot(self, *args, **kwargs):
-        self.perf.dot(*args, **kwargs)
-
-
 def attach(rt, directory: str, slots: PerfSlots) -> None:
-    """Make rt.race record for the model (alongside the race recorder if there is one)."""
-    perf = PerfRecorder(rt, directory, slots)
-    rt.race = perf if rt.race is None else Tee(rt.race, perf)
+    """Make the rank record for the model (alongside the race recorder if there is one)."""
+    subscribe(rt, PerfRecorder(rt, directory, slots))
 
 
 def dump_active() -> None:

@@ -17,6 +17,10 @@ import time
 import numpy as np
 
 from .. import context
+from ..access import ATOMIC as _ATOMIC
+from ..access import DMA as _DMA
+from ..access import KERNEL as _KERNEL
+from ..access import LOAD as _LOAD
 from .events import (ATOMIC, OP_ADD, OP_ATOMIC, OP_GET_DST, OP_GET_SRC, OP_GETNBI_DST, OP_GETNBI_SRC, OP_LOAD,
                      OP_PUT_DST, OP_PUT_SRC, OP_PUTNBI_DST, OP_PUTNBI_SRC, OP_PUTSIG_DST, OP_PUTSIG_SRC, OP_SET,
                      OP_STORE, OP_WAIT, READ, REL_ADD, REL_SET, SYNC_ADD, SYNC_READ, SYNC_WRITE, WRITE)
@@ -106,13 +110,15 @@ class RaceRecorder:
     def _rid(self) -> int:
         return (self.rank << 40) | next(self._ids)
 
-    def _line(self) -> int:
-        f = context.kernel_frame(2)
-        key = None if f is None else (f.f_code, f.f_lineno)
+    def _line(self, site=None) -> int:
+        """The id of a kernel line: `site` ((code, line), taken by sim/access.py) or the caller's."""
+        if site is None:
+            f = context.kernel_frame(2)
+            site = None if f is None else (f.f_code, f.f_lineno)
+        key = site
         lid = self.lines.get(key)
         if lid is None:
-            name = "<host>" if f is None else \
-                f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} ({f.f_code.co_name})"
+            name = context.site_name(site)
             lid = len(self.line_names)
             self.line_names.append(name)
             self.lines[key] = lid
@@ -131,22 +137,23 @@ class RaceRecorder:
         if t.seen:
             t.seen.clear()
 
-    # -- plain accesses -------------------------------------------------------------------------
-    def scalar_load(self, addr: int, size: int) -> None:
-        self.scalar(READ, OP_LOAD, addr, size)
-
-    def scalar_store(self, addr: int, size: int) -> None:
-        self.scalar(WRITE, OP_STORE, addr, size, self._dma_scalar)
-
-    def block_load(self, addrs, size: int) -> None:
-        self.block(READ, OP_LOAD, addrs, size)
-
-    def block_store(self, addrs, size: int, values=None) -> None:
-        if values is not None and self._sibling_duplicate(addrs, values):
+    # -- plain accesses (sim/access.py hands each one to access(); atomics to around_atomic) ----------
+    def access(self, a) -> None:
+        """A tl.load / tl.store of a kernel (the device library's own accesses are recorded
+        through signal/observed/rma instead; atomics through around_atomic)."""
+        if a.origin is not _KERNEL or a.kind is _ATOMIC:
             return
-        self.block(WRITE, OP_STORE, addrs, size, self._dma_block)
+        if a.kind is _LOAD:
+            self.block(READ, OP_LOAD, a.addrs, a.itemsize, site=a.site)
+            return
+        if a.scalar and self._dma_block:       # a scalar tl.store: a 1-element DMA, or through the cache
+            self.scalar(WRITE, OP_STORE, a.lo, a.itemsize, a.route is _DMA, site=a.site)
+            return
+        if self._sibling_duplicate(a.addrs, a.values(), a.site):
+            return
+        self.block(WRITE, OP_STORE, a.addrs, a.itemsize, a.route is _DMA, site=a.site)
 
-    def _sibling_duplicate(self, addrs, values) -> bool:
+    def _sibling_duplicate(self, addrs, values, site=None) -> bool:
         """The second of the two sub-core instances of a mix block storing, at the same kernel
         line, the same bytes to the same addresses as the first: on the NPU that is one store
         (the cube's: the simulator runs the block's whole body on both vector instances,
@@ -155,7 +162,7 @@ class RaceRecorder:
         c = context.core()
         if c is None or c.sub_blocks < 2 or addrs.size == 0:
             return False
-        key = (self.launch_no, c.grid_idx, self._line(), addrs.tobytes())
+        key = (self.launch_no, c.grid_idx, self._line(site), addrs.tobytes())
         digest = hashlib.blake2b(np.ascontiguousarray(values).tobytes(), digest_size=16).digest()
         with self._siblings_lock:
             first = self._siblings.get(key)
@@ -167,12 +174,12 @@ class RaceRecorder:
                 return True
         return False
 
-    def scalar(self, kind: int, op: int, addr: int, size: int, dma: bool = False) -> None:
+    def scalar(self, kind: int, op: int, addr: int, size: int, dma: bool = False, site=None) -> None:
         """A scalar load/store of `size` bytes at addr (dma: a store in flight, sim/dma.py)."""
         if not self._in_heaps(addr, addr + size):
             return
         t = self._task()
-        line = self._line()
+        line = self._line(site)
         cons = -1
         if kind == READ and t.consumed:
             cons = self._consumed(t, addr)
@@ -183,19 +190,19 @@ class RaceRecorder:
         rec = ("a", kind, op, line, np.array([[addr, addr + size]], dtype=np.int64), time.monotonic_ns(), cons)
         t.ev.append(("d", rec) if dma else rec)
 
-    def block(self, kind: int, op: int, addrs: np.ndarray, size: int, dma: bool = False) -> None:
+    def block(self, kind: int, op: int, addrs: np.ndarray, size: int, dma: bool = False, site=None) -> None:
         """A block (DMA) access of the elements at addrs (already masked); dma: a store
         in flight until the core's next quiet/fence/barrier/putmem_signal/end (sim/dma.py)."""
         if addrs.size == 0:
             return
         if addrs.size == 1:
-            return self.scalar(kind, op, int(addrs.ravel()[0]), size, dma)
+            return self.scalar(kind, op, int(addrs.ravel()[0]), size, dma, site)
         lo, hi = int(addrs.min()), int(addrs.max()) + size
         if not self._in_heaps(lo, hi):
             return
         runs = _runs(addrs, size)
         t = self._task()
-        line = self._line()
+        line = self._line(site)
         cons = -1
         if kind == READ and t.consumed:
             cons = self._consumed(t, lo)
@@ -219,22 +226,23 @@ class RaceRecorder:
         return -1
 
     # -- atomics (tl.atomic_*) -----------------------------------------------------------------------
-    def atomic(self, addrs: np.ndarray, size: int, synchronising: bool, perform):
-        """A tl.atomic_* on the elements at addrs (already masked).  `perform()` does the
-        atomic and returns (result, {addr: value read}); an acquiring atomic synchronises
-        with the releases whose value it read, so it is performed under the slot table's
-        lock (SlotTable.read_modify_write).  Returns the atomic's result."""
-        if addrs.size == 0:
-            return perform()[0]
-        self.block(ATOMIC, OP_ATOMIC, addrs, size)
-        if not synchronising:
-            return perform()[0]
+    def around_atomic(self, a, perform):
+        """A tl.atomic_* on the elements at a.addrs (already masked).  `perform()` does the
+        atomic, sets a.read ({addr: value read}) and returns its result; an acquiring atomic
+        synchronises with the releases whose value it read, so it is performed under the
+        slot table's lock (SlotTable.read_modify_write)."""
+        addrs, size = a.addrs, a.itemsize
+        if a.origin is not _KERNEL or addrs is None or addrs.size == 0:
+            return perform()
+        self.block(ATOMIC, OP_ATOMIC, addrs, size, site=a.site)
+        if not a.sync:
+            return perform()
         uniq = np.unique(addrs)
         if not self._in_heaps(int(uniq[0]), int(uniq[-1]) + size):
-            return perform()[0]
+            return perform()
         t = self._task()
         rid = self._rid()
-        out, prevs = self.slots.read_modify_write(uniq[:256].tolist(), rid, perform)
+        out, prevs = self.slots.read_modify_write(uniq[:256].tolist(), rid, lambda: (perform(), a.read))
         # an acquire-release read-modify-write: acquires what the releases it read published,
         # and its own release continues their release sequence
         self._sync(t, ("q", prevs, (), None))

@@ -1,0 +1,380 @@
+"""The access path: every load, store and atomic of a kernel, as one pipeline.
+
+    check -> schedule -> route -> perform -> observe
+
+1. check: the address range lies inside the tensor the pointer was computed from and
+   inside one known buffer (sim/memory.py: an error naming the kernel line, never a
+   segfault);
+2. schedule: the access is a scheduling point (sim/schedulers/), and a store of the same
+   core still in flight to overlapping bytes lands first (sim/dma.py: `depend`);
+3. route: a scalar load goes through the core's data cache (CACHE, sim/cache.py); a store
+   under the ascend models is a DMA in flight (DMA: queued on its core, it lands later,
+   sim/dma.py); everything else goes straight to memory (MEMORY: block loads, atomics,
+   `coherent`, host code);
+4. perform: numpy / Triton's interpreter reads or writes the bytes; a poll that read the
+   same thing again is watched for spinning (sim/spin.py);
+5. observe: the access is handed to the rank's subscribers (sim/observers.py: race
+   detector, predictor, trace) -- only when there are any: with nobody subscribed no
+   Access object is built and nothing is called (the fast path).
+
+sim/interp.py routes the interpreter's memory ops here (told whether the pointer is a
+scalar), and the device library's own accesses (sim/primitives.py) take the same path
+through `library_load` / `library_store` / `library_add` / `library_copy` (origin LIBRARY:
+the race detector and the predictor see the library through its own events instead).
+
+What an observer gets, `Access` (its fields, all cheap to read):
+  kind      LOAD, STORE or ATOMIC
+  route     CACHE, DMA or MEMORY (above)
+  origin    KERNEL (tl.load / tl.store / tl.atomic_*) or LIBRARY (the device library)
+  scalar    the pointer is a scalar (one lane)
+  lo, hi    the byte range [lo, hi) the active lanes cover
+  addrs     the active lanes' addresses (1-D numpy array)
+  itemsize  bytes per lane; dtype: the numpy dtype
+  data      a store's values, a load's result, an atomic's old values (the pointers' shape)
+  mask      the lanes' mask (the pointers' shape), or None when every lane is active
+  values()  the active lanes' values, 1-D
+  core      the CoreContext that made it (rank, program, physical core), None on the host
+  site      (code, line) of the kernel line that made it, taken when it was made;
+            where() names it "file.py:LINE (kernel)"
+  sync      an atomic's acquire/release (not relaxed) semantics
+  read      an atomic's {address: value it read}, once performed (observers only)
+"""
+from __future__ import annotations
+
+import numpy as np
+from triton._C.libtriton import interpreter as _cpu
+
+from . import context, dma, memory, spin
+from .spin import ATOMIC_SPIN, LOAD_SPIN, PLAIN_SPIN
+
+_RELAXED = _cpu.MEM_SEMANTIC.RELAXED
+
+LOAD, STORE, ATOMIC = "load", "store", "atomic"
+CACHE, DMA, MEMORY = "cache", "dma", "memory"
+KERNEL, LIBRARY = "kernel", "library"
+
+
+class Access:
+    """One access, as its observers see it (fields: the module docstring)."""
+    __slots__ = ("kind", "route", "origin", "scalar", "lo", "hi", "addrs", "itemsize", "dtype", "data", "mask",
+                 "core", "site", "sync", "read", "ptrs", "rt")
+
+    def __init__(self, rt, kind, route, origin, scalar, lo, hi, addrs, dtype, data, mask, site):
+        self.rt, self.kind, self.route, self.origin, self.scalar = rt, kind, route, origin, scalar
+        self.lo, self.hi, self.addrs, self.dtype, self.itemsize = lo, hi, addrs, dtype, dtype.itemsize
+        self.data, self.mask, self.site = data, mask, site
+        self.core = context.core()
+        self.sync = False
+        self.read = None
+        self.ptrs = None
+
+    def values(self) -> np.ndarray:
+        d = np.asarray(self.data)
+        if self.mask is None:
+            return d.ravel()
+        shape = np.shape(self.mask)
+        return np.broadcast_to(d, shape)[np.asarray(self.mask, dtype=bool)]
+
+    def where(self) -> str:
+        return context.site_name(self.site)
+
+    def land(self) -> None:
+        """Perform a store in flight (sim/dma.py calls it when it lands), then tell the observers."""
+        rt = self.rt
+        if self.scalar:
+            rt.memory.scalar_store(self.lo, self.data.ravel()[0])
+        else:
+            _cpu.store(self.ptrs, self.data, self.mask if self.mask is not None else _all(self.ptrs))
+            rt.sched.wrote()
+        if rt.observers is not None:
+            rt.observers.landed(self)
+
+    def __repr__(self):
+        return (f"Access({self.kind} {self.route} {self.origin} [0x{self.lo:x}, 0x{self.hi:x}) "
+                f"{self.addrs.size if self.addrs is not None else 0} x {self.dtype} at {self.where()})")
+
+
+_ITEMSIZE: dict = {}
+
+
+def _itemsize(np_dtype) -> int:
+    n = _ITEMSIZE.get(np_dtype)
+    if n is None:
+        n = _ITEMSIZE[np_dtype] = np.dtype(np_dtype).itemsize
+    return n
+
+
+def _active(ptrs: np.ndarray, mask: np.ndarray | None):
+    """(the active lanes' addresses, 1-D; the mask as the observers get it: None when all are active)."""
+    if mask is None:
+        return ptrs.ravel(), None
+    if mask.shape != ptrs.shape:
+        mask = np.broadcast_to(mask, ptrs.shape)
+    if mask.all():
+        return ptrs.ravel(), None
+    return ptrs[mask], mask
+
+
+def _all(ptrs):
+    return np.ones(ptrs.shape, dtype=bool)
+
+
+def _site():
+    f = context.kernel_frame(3)
+    return None if f is None else (f.f_code, f.f_lineno)
+
+
+def _check(rt, base, sel, lo, hi, itemsize, what):
+    """Step 1: inside the pointer's own tensor, inside one known buffer (else SimMemoryError)."""
+    if base is not None and not (base[0] <= lo and hi <= base[1]):
+        memory.check_base(base, sel, itemsize, what())
+    rt.space.check_span(lo, hi, sel, itemsize, what)
+
+
+# ---- tl.load / tl.store / tl.atomic_* (sim/interp.py) -------------------------------------
+
+def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool, base=None) -> np.ndarray:
+    rt = context.runtime()
+    if scalar and rt.memory.caches:
+        return _scalar_load(rt, ptrs, mask, other, np_dtype, base)
+    itemsize = _itemsize(np_dtype)
+    sel, m = _active(ptrs, mask)
+    if not sel.size:
+        rt.sched.point("load" if not scalar else "scalar load", 0)
+        return _cpu.load(ptrs, mask, other, np_dtype)
+    lo, hi = int(sel.min()), int(sel.max()) + itemsize
+    _check(rt, base, sel, lo, hi, itemsize, lambda: f"load of {np.dtype(np_dtype).name}")
+    rt.sched.point("load" if not scalar else "scalar load", int(sel[0]))
+    dma.depend(lo, hi)
+    out = _cpu.load(ptrs, mask, other, np_dtype)
+    obs = rt.observers
+    if obs is not None:
+        obs.access(Access(rt, LOAD, MEMORY, KERNEL, scalar, lo, hi, sel, np.dtype(np_dtype), out, m, _site()))
+    # a poll (sim/spin.py): spinning only if the core's whole state repeats
+    rt.spin_watch(("load", lo, hi), out, LOAD_SPIN, lo)
+    return out
+
+
+def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
+    """A scalar tl.load: through the core's data cache (sim/cache.py)."""
+    if not mask.ravel()[0]:
+        return other
+    addr = int(ptrs.ravel()[0])
+    itemsize = _itemsize(np_dtype)
+    hi = addr + itemsize
+    if base is not None and not (base[0] <= addr and hi <= base[1]):
+        memory.check_base(base, ptrs.ravel()[:1], itemsize, f"scalar load of {np.dtype(np_dtype).name}")
+    rt.space.check_span(addr, hi, None, itemsize, lambda: f"scalar load of {np.dtype(np_dtype).name}")
+    rt.sched.point("scalar load", addr)
+    dma.depend(addr, hi)
+    out = rt.memory.scalar_load(addr, np_dtype)
+    res = np.full(ptrs.shape, out, dtype=np_dtype)
+    obs = rt.observers
+    if obs is not None:
+        route = CACHE if context.core() is not None else MEMORY
+        obs.access(Access(rt, LOAD, route, KERNEL, True, addr, hi, ptrs.ravel()[:1], np.dtype(np_dtype), res, None,
+                          _site()))
+    rt.spin_watch(("cached", addr), out, PLAIN_SPIN, addr)
+    return res
+
+
+def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, base=None) -> None:
+    rt = context.runtime()
+    if scalar and rt.memory.caches:
+        return _scalar_store(rt, ptrs, value, mask, base)
+    itemsize = value.dtype.itemsize
+    sel, m = _active(ptrs, mask)
+    if not sel.size:
+        rt.sched.point("store" if not scalar else "scalar store", 0)
+        rt.spin_reset()
+        return
+    lo, hi = int(sel.min()), int(sel.max()) + itemsize
+    _check(rt, base, sel, lo, hi, itemsize, lambda: f"store of {value.dtype.name}")
+    rt.sched.point("store" if not scalar else "scalar store", int(sel[0]))
+    dma.depend(lo, hi)
+    obs = rt.observers
+    c = context.core()
+    if c is not None and rt.memory.caches:
+        # an MTE3 DMA: in flight until it lands (sim/dma.py); its own copy of the operands
+        a = Access(rt, STORE, DMA, KERNEL, scalar, lo, hi, sel, value.dtype, np.array(value),
+                   None if m is None else np.array(m), _site() if obs is not None else None)
+        a.ptrs = np.array(ptrs)
+        dma.issue(c, lo, hi, a.land)
+    else:
+        _cpu.store(ptrs, value, mask)
+        rt.sched.wrote()
+        if obs is not None:
+            a = Access(rt, STORE, MEMORY, KERNEL, scalar, lo, hi, sel, value.dtype, value, m, _site())
+    if obs is not None:
+        obs.access(a)
+    rt.spin_reset()
+
+
+def _scalar_store(rt, ptrs, value, mask, base):
+    """A scalar tl.store: a 1-element DMA in flight (triton-ascend's lowering), or through the
+    data cache under ascend-scalar-cache (sim/cache.py)."""
+    if not mask.ravel()[0]:
+        return
+    addr = int(ptrs.ravel()[0])
+    itemsize = value.dtype.itemsize
+    hi = addr + itemsize
+    if base is not None and not (base[0] <= addr and hi <= base[1]):
+        memory.check_base(base, ptrs.ravel()[:1], itemsize, f"scalar store of {value.dtype.name}")
+    rt.space.check_span(addr, hi, None, itemsize, lambda: f"scalar store of {value.dtype.name}")
+    v = value.ravel()[0].copy()
+    rt.sched.point("scalar store", addr, _int(v))
+    dma.depend(addr, hi)
+    c = context.core()
+    obs = rt.observers
+    site = _site() if obs is not None else None
+    if rt.memory.cached_kernel_stores or c is None:
+        rt.memory.scalar_store(addr, v)          # ascend-scalar-cache: through the data cache
+        a = None if obs is None else \
+            Access(rt, STORE, CACHE if c is not None else MEMORY, KERNEL, True, addr, hi, ptrs.ravel()[:1],
+                   value.dtype, np.asarray(v), None, site)
+    else:   # triton-ascend: a 1-element tensor store = an MTE3 DMA, in flight (sim/dma.py)
+        a = Access(rt, STORE, DMA, KERNEL, True, addr, hi, ptrs.ravel()[:1], value.dtype, np.asarray(v), None, site)
+        dma.issue(c, addr, hi, a.land)
+    if obs is not None:
+        obs.access(a)
+    rt.spin_reset()
+
+
+def atomic_rmw(op, ptrs, val, mask, sem, base=None):
+    rt = context.runtime()
+    itemsize = val.dtype.itemsize
+    sel, m = _active(ptrs, mask)
+    if sel.size:
+        lo, hi = int(sel.min()), int(sel.max()) + itemsize
+        _check(rt, base, sel, lo, hi, itemsize, lambda: f"atomic on {val.dtype.name}")
+        rt.sched.point("atomic", int(sel[0]))
+        dma.depend(lo, hi)
+    else:
+        rt.sched.point("atomic", 0)
+    obs = rt.observers
+    if obs is None or not sel.size:
+        out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
+    else:
+        a = Access(rt, ATOMIC, MEMORY, KERNEL, False, lo, hi, sel, val.dtype, None, m, _site())
+        a.sync = sem != _RELAXED
+        out = _performed(obs, a, ptrs, mask, lambda: _cpu.atomic_rmw(op, ptrs, val, mask, sem))
+    _atomic_done(rt, sel, out, spin.rmw_changed(op.name, out, val, mask))
+    return out
+
+
+def atomic_cas(ptrs, cmp, val, sem, base=None):
+    rt = context.runtime()
+    itemsize = val.dtype.itemsize
+    sel = ptrs.ravel()
+    lo, hi = int(sel.min()), int(sel.max()) + itemsize
+    _check(rt, base, sel, lo, hi, itemsize, lambda: f"atomic_cas on {val.dtype.name}")
+    rt.sched.point("atomic_cas", int(sel[0]))
+    dma.depend(lo, hi)
+    obs = rt.observers
+    if obs is None:
+        out = _cpu.atomic_cas(ptrs, cmp, val, sem)
+    else:
+        a = Access(rt, ATOMIC, MEMORY, KERNEL, False, lo, hi, sel, val.dtype, None, None, _site())
+        a.sync = sem != _RELAXED
+        out = _performed(obs, a, ptrs, None, lambda: _cpu.atomic_cas(ptrs, cmp, val, sem))
+    _atomic_done(rt, sel, out, spin.cas_changed(out, cmp, val))
+    return out
+
+
+def _performed(obs, a, ptrs, mask, perform):
+    """An atomic performed through the observers' around_atomic, then observed."""
+    def run():
+        out = perform()
+        a.data, a.read = out, _read_by(ptrs, mask, out)
+        return out
+    out = obs.perform_atomic(a, run)
+    obs.access(a)
+    return out
+
+
+def _atomic_done(rt, sel, out, changed: bool) -> None:
+    """An atomic that changed memory is a write; one that did not (a failed atomic_cas, an
+    atomic_add of 0) only read: polled in a loop it is a spin like a load's (issue 14 item 5)."""
+    if changed:
+        rt.sched.wrote()
+        rt.spin_reset()
+    elif sel.size:
+        a = int(sel[0])
+        rt.spin_watch(("atomic", a, sel.size), np.asarray(out), ATOMIC_SPIN, a)
+
+
+def _read_by(ptrs, mask, out) -> dict:
+    """{address: the value the atomic read there}: an acquire synchronises with what was
+    actually read (the first lane on an address read it first)."""
+    p = np.asarray(ptrs).ravel()
+    o = np.broadcast_to(np.asarray(out), np.asarray(ptrs).shape).ravel()
+    m = np.ones(p.shape, dtype=bool) if mask is None else np.broadcast_to(mask, np.asarray(ptrs).shape).ravel()
+    read = {}
+    for a, v, on in zip(p.tolist(), o.tolist(), m.tolist()):
+        if on and a not in read:
+            read[a] = _int(v)
+    return read
+
+
+def _int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+# ---- the device library's own accesses (sim/primitives.py; checked by the caller) -----------
+
+def library_load(rt, addr: int, np_dtype):
+    """A scalar load of the device library (a wait's poll, the barrier's counter): through the
+    core's data cache.  A scheduling point."""
+    itemsize = _itemsize(np_dtype)
+    rt.sched.point("scalar load", addr)
+    dma.depend(addr, addr + itemsize)     # the core's own store to it lands first
+    out = rt.memory.scalar_load(addr, np_dtype)
+    if rt.observers is not None:
+        _library(rt, LOAD, CACHE, addr, itemsize, np_dtype, out)
+    return out.item()
+
+
+def library_store(rt, addr: int, value, np_dtype) -> None:
+    """A scalar store of the device library (SET, the barrier's flag and counter): through the
+    core's data cache; the caller dccis the line."""
+    itemsize = _itemsize(np_dtype)
+    rt.sched.point("scalar store", addr, int(value))
+    dma.depend(addr, addr + itemsize)
+    v = np.asarray(value, dtype=np_dtype)
+    rt.memory.library_store(addr, v)
+    if rt.observers is not None:
+        _library(rt, STORE, CACHE, addr, itemsize, np_dtype, v)
+
+
+def library_add(rt, addr: int, value: int, np_dtype) -> None:
+    """Signal ADD: a hardware atomic add (UB->GM copy in atomic-add mode), bypassing the cache.
+    The caller has made it a scheduling point and told the observers of the signal."""
+    old = memory.atomic_add(addr, value, np_dtype)
+    rt.sched.wrote()
+    if rt.observers is not None:
+        _library(rt, ATOMIC, MEMORY, addr, _itemsize(np_dtype), np_dtype, np.asarray(old, dtype=np_dtype))
+
+
+def library_copy(rt, dst: int, src: int, nbytes: int) -> None:
+    """A DMA copy (putmem/getmem's MTE transfer GM -> UB -> GM), bypassing the data caches."""
+    rt.sched.point("dma copy", dst, nbytes)
+    dma.depend(src, src + nbytes)       # the core's own stores to either buffer land first
+    dma.depend(dst, dst + nbytes)
+    memory.copy(dst, src, nbytes)
+    rt.sched.wrote()
+    if rt.observers is not None:
+        site = _site()
+        u8 = np.dtype(np.uint8)
+        rt.observers.access(Access(rt, LOAD, MEMORY, LIBRARY, False, src, src + nbytes, None, u8, None, None, site))
+        rt.observers.access(Access(rt, STORE, MEMORY, LIBRARY, False, dst, dst + nbytes, None, u8, None, None, site))
+
+
+def _library(rt, kind, route, addr, itemsize, np_dtype, value):
+    if context.core() is None:
+        route = MEMORY
+    rt.observers.access(Access(rt, kind, route, LIBRARY, True, addr, addr + itemsize,
+                               np.array([addr], dtype=np.uint64), np.dtype(np_dtype), np.asarray(value), None,
+                               _site()))
