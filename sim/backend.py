@@ -56,6 +56,13 @@ class SimBackend(Backend):
     launch_options = frozenset({"schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check",
                                 "predict", "npu_compile"})
     auto_priority = 0          # the fallback of `auto`: runs anywhere
+    # what a rank imports: triton and the language (kernels; triton's argument specialisation
+    # imports gluon at a process's first launch, 0.3 s), the rank side of the simulator
+    rank_modules = Backend.rank_modules + (
+        "triton", "triton.language", "triton.experimental.gluon", "triton_dist.language", "triton_dist.language.extra.libshmem_device",
+        "triton_dist.sim.launch", "triton_dist.sim.host_collectives", "triton_dist.sim.schedulers.free",
+        "triton_dist.sim.schedulers.random_walk", "triton_dist.sim.schedulers.pct", "triton_dist.sim.trace",
+        "triton_dist.sim.race", "triton_dist.sim.predict.record")
 
     @classmethod
     def detected(cls) -> bool:

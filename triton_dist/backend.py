@@ -4,8 +4,8 @@ A backend is a `Backend` subclass registered by name (triton_dist/registry.py). 
 provides:
 
 - class side (no instance, nothing initialized): `launch` (run a function in N ranks and
-  return a LaunchResult), `launch_options` (the options of triton_dist.launch it accepts
-  beyond world_size and timeout), `missing()` (why it cannot run on this machine),
+  return a LaunchResult), `warm()` (import before the fork what a rank needs: `rank_modules`),
+  `launch_options` (the options of triton_dist.launch it accepts beyond world_size and timeout), `missing()` (why it cannot run on this machine),
   `detected()` / `auto_priority` (for TRITON_DIST_BACKEND=auto), `select()` (called once
   when this process chooses the backend, before any kernel is defined), `ranks_fit(n)` /
   `max_ranks()` (devices per rank);
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from abc import ABC, abstractmethod
 from typing import NamedTuple
@@ -117,6 +118,27 @@ class Backend(ABC):
     def max_ranks(cls) -> int | None:
         """How many ranks this machine can run at most (None: no limit)."""
         return None
+
+    # modules a rank of this backend imports (its host API, its launch skeleton): warm()
+    # imports them before the ranks are forked
+    rank_modules: tuple = ("torch", "torch.distributed", "dill", "multiprocess", "triton_dist.launcher")
+
+    @classmethod
+    def warm(cls, extra=()) -> None:
+        """Import, before the ranks are forked, what a rank will need (rank_modules, then the
+        modules named in `extra`), so every rank starts warm: forked ranks share what the
+        launcher imported, and a rank that imports torch itself pays ~2.5 s (issue 25).
+        Called by triton_dist.launch and by the `triton-dist` subcommands that start ranks.
+        A module that fails to import is left to the rank (which imports it again and reports
+        the error where it is needed)."""
+        import importlib
+        for name in (*cls.rank_modules, *extra):
+            if name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - see above
+                pass
 
     @classmethod
     @abstractmethod

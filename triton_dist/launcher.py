@@ -6,9 +6,10 @@ this module is the launcher skeleton that backends which fork their ranks share:
 ranks, collect their outcomes (first error first), pack results and errors, tear down.
 It knows nothing of any backend: a simulator-specific watchdog plugs into `collect`.
 
-Ranks start warm: they are forked from the calling process, which has already imported
-torch and triton, so a launch costs a fork and a gloo rendezvous instead of ~2.5 s of
-imports per rank.
+Ranks start warm: they are forked from the calling process, and `launch` first imports
+there what a rank will need (Backend.warm: torch, triton, the backend), so a launch costs a
+fork and a gloo rendezvous instead of ~2.5 s of imports per rank, even from a script that
+never imported torch itself.
 """
 from __future__ import annotations
 
@@ -111,6 +112,7 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
                                   f"besides world_size and timeout: {accepted}); leave it out, or launch on a "
                                   f"backend that has it")
         options[key] = value
+    cls.warm()                 # ranks fork warm: torch, triton and the backend imported once, here
     return cls.launch(fn, args, kwargs, world_size=world_size, timeout=float(timeout), **options)
 
 

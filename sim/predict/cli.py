@@ -36,10 +36,11 @@ def _predict(path, args):
     import triton_dist
     from triton_dist.cli import CliError
 
-    from ..cli import _check, run_script
+    from ..cli import _check, run_script, warm
     if not os.path.isfile(path):
         raise CliError(f"no such file: {path}")
     _check(args)          # -n, and --shmem-compat never over a real shmem / torch_npu
+    warm(path)            # the ranks fork warm
     res = triton_dist.launch(run_script, path, args.args, args.shmem_compat, world_size=args.nproc,
                              timeout=args.timeout, predict=args.device)
     return res.prediction
