@@ -20,6 +20,12 @@ import mmap
 import numpy as np
 
 IDLE, RUNNING, WAITING, HOST_COLLECTIVE, IN_KERNEL, DONE = range(6)
+# What a waiting record awaits, so the watchdog can re-read the slot from the heap and tell
+# whether the wait is already over (its task just has not run since): NONE where memory
+# cannot tell (a local core barrier, a spin on a cached line), CHANGES for a poll (any value
+# but `seen`), EQ_OR_NEXT for the barrier's +1 rule; the others compare with `awaited`.
+COND_NONE, COND_EQ, COND_NE, COND_GT, COND_GE, COND_LT, COND_LE, COND_EQ_OR_NEXT, COND_CHANGES = range(9)
+UNKNOWN = -1          # `polled` of a record whose task has not yet looked after a write
 STATE_NAMES = {IDLE: "idle", RUNNING: "running", WAITING: "waiting",
                HOST_COLLECTIVE: "in a host collective", IN_KERNEL: "in a kernel", DONE: "done"}
 # States in which a task makes no progress by itself.
@@ -29,9 +35,12 @@ BLOCKED = (WAITING, HOST_COLLECTIVE, IN_KERNEL, DONE, IDLE)
 # ndisp (host record): programs dispatched so far; ncores/kind: the cores the kernel runs on.
 # awaited/seen hold any signal value, int64 or uint64: one above 2**63 is stored as its int64
 # bit pattern with its bit set in `wide` (AWAITED_WIDE, SEEN_WIDE); value() reads it back.
+# cond/nbytes: what a wait awaits (COND_*) in a slot of that many bytes; polled: the board's
+# write count when the waiting task last looked and still waited (UNKNOWN: not since it began).
 RECORD = np.dtype([
     ("state", "i4"), ("gen", "u4"), ("addr", "u8"), ("awaited", "i8"), ("seen", "i8"),
-    ("prog", "i8"), ("ndisp", "i8"), ("ncores", "i4"), ("wide", "u1"),
+    ("prog", "i8"), ("ndisp", "i8"), ("ncores", "i4"), ("wide", "u1"), ("cond", "i2"), ("nbytes", "i2"),
+    ("polled", "i8"),
     ("op", "S40"), ("where", "S120"), ("target", "S80"), ("kind", "S12"),
 ])
 WIDE = {"awaited": 1, "seen": 2}
@@ -78,8 +87,11 @@ class Board:
         self.cores = cores
         self.host = cores           # slot index of a rank's host task
         n = world_size * (cores + 1)
-        self._mm = mmap.mmap(-1, RECORD.itemsize * n, flags=mmap.MAP_SHARED)
+        self._mm = mmap.mmap(-1, RECORD.itemsize * n + 8, flags=mmap.MAP_SHARED)
         self.rec = np.frombuffer(self._mm, dtype=RECORD, count=n).reshape(world_size, cores + 1)
+        # how many writes to device memory every rank made so far (the free schedule counts
+        # them): a waiting task that looked before the latest one may yet see a change
+        self.writes = np.frombuffer(self._mm, dtype=np.int64, count=1, offset=RECORD.itemsize * n)
 
     def _index(self, core: int) -> int:
         if core < 0:
@@ -91,7 +103,8 @@ class Board:
     def slot(self, rank: int, core: int):
         return self.rec[rank, self._index(core)]
 
-    def set(self, rank, core, state, op="", where="", target="", addr=0, awaited=0, seen=0):
+    def set(self, rank, core, state, op="", where="", target="", addr=0, awaited=0, seen=0, cond=COND_NONE,
+            nbytes=0):
         r = self.rec[rank, self._index(core)]
         r["op"] = cut(op, 40)
         r["where"] = cut(where, 120)
@@ -99,8 +112,23 @@ class Board:
         r["addr"] = addr
         put_value(r, "awaited", awaited)
         put_value(r, "seen", seen)
+        r["cond"] = cond
+        r["nbytes"] = nbytes
+        r["polled"] = UNKNOWN
         r["gen"] += 1
         r["state"] = state
+
+    # -- what waiting tasks have looked at (the free schedule's watchdog judges by it) -------------
+    def wrote(self):
+        """A task wrote device memory."""
+        self.writes[0] += 1
+
+    def write_count(self) -> int:
+        return int(self.writes[0])
+
+    def polled(self, rank, core, count: int):
+        """A waiting task looked again after the board's write count was `count`, and still waits."""
+        self.rec[rank, self._index(core)]["polled"] = count
 
     def set_state(self, rank, core, state):
         r = self.rec[rank, self._index(core)]
@@ -144,6 +172,22 @@ class Board:
 
     def snapshot(self):
         return self.rec[["state", "gen", "seen", "wide"]].copy()
+
+    def condition_holds(self, rank, core, read) -> bool | None:
+        """Whether the wait of record (rank, core) is already over by memory: `read(addr, nbytes)`
+        gives the slot's value now (None where it cannot be read); None where memory cannot tell."""
+        r = self.rec[rank, self._index(core)]
+        cond, n = int(r["cond"]), int(r["nbytes"])
+        if cond == COND_NONE or n <= 0:
+            return None
+        v = read(int(r["addr"]), n)
+        if v is None:
+            return None
+        want, seen = int(r["awaited"]), int(r["seen"])
+        m = (1 << (8 * n)) - 1                      # equality modulo the slot's width: signed or not
+        return {COND_EQ: (v - want) & m == 0, COND_NE: (v - want) & m != 0, COND_GT: v > want,
+                COND_GE: v >= want, COND_LT: v < want, COND_LE: v <= want,
+                COND_EQ_OR_NEXT: (v - want) & m in (0, 1), COND_CHANGES: (v - seen) & m != 0}.get(cond)
 
     def report(self, ranks=None) -> str:
         lines = []

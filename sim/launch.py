@@ -90,6 +90,7 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
     except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
         result = L.pack_error(e)
     try:
+        board.wrote()           # what the rank's host code wrote last
         board.set_state(rank, -1, B.DONE)
     finally:
         L.report(conn, result)
@@ -157,7 +158,9 @@ def _launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult
         procs, pipes = L.fork_ranks(world_size, _rank_main,
                                     (world_size, listener, heaps, board, options, fn, args, kwargs))
         try:
-            outcomes = L.collect(procs, pipes, timeout, start, BoardWatchdog(board, timeout))
+            # the free schedule's watchdog judges deadlocks; deterministic schedules find them exactly
+            outcomes = L.collect(procs, pipes, timeout, start,
+                                 BoardWatchdog(board, timeout, heaps, judge=schedule == "free"))
         except (RankError, DeadlockError, LaunchTimeoutError) as e:
             if shared is not None:
                 _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)

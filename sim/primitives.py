@@ -19,6 +19,7 @@ from triton_dist.backend import current_call
 from triton_dist.errors import TritonDistError
 
 from . import access, context, dma, teams
+from . import board as B
 
 PRIMITIVES: dict = {}
 
@@ -192,7 +193,8 @@ def wait(rt, slots: Ptr, n: int, value: int) -> int:
     value = np.asarray(value).astype(np_dtype).item()
     for i in range(n):
         addr = slots.addr + S.SIGNAL_SLOT_BYTES * i
-        rt.wait_until("wait", addr, value, _poll(rt, addr, np_dtype), lambda v: v == value)
+        rt.wait_until("wait", addr, value, _poll(rt, addr, np_dtype), lambda v: v == value,
+                      cond=B.COND_EQ, nbytes=itemsize)
     if rt.observers is not None:
         return rt.observers.observed([slots.addr + S.SIGNAL_SLOT_BYTES * i for i in range(n)], [value] * n,
                                      itemsize, token=True) or 0
@@ -205,6 +207,10 @@ def consume_token(rt, value, token):
         rt.observers.consume(value, token)
     return value
 
+
+# the same comparisons, as the status board names them (the watchdog re-reads the slot)
+_BOARD_CMP = {S.ACLSHMEM_CMP_EQ: B.COND_EQ, S.ACLSHMEM_CMP_NE: B.COND_NE, S.ACLSHMEM_CMP_GT: B.COND_GT,
+              S.ACLSHMEM_CMP_GE: B.COND_GE, S.ACLSHMEM_CMP_LT: B.COND_LT, S.ACLSHMEM_CMP_LE: B.COND_LE}
 
 _CMP = {
     S.ACLSHMEM_CMP_EQ: lambda a, b: a == b, S.ACLSHMEM_CMP_NE: lambda a, b: a != b,
@@ -226,7 +232,7 @@ def signal_wait_until(rt, sig: Ptr, cmp: int, val: int) -> int:
     rt.space.check(sig.addr, sig.addr + 4, what)
     test = _CMP[cmp]
     v = rt.wait_until(f"signal_wait_until(sig {S.CMP_NAMES[cmp]} {val})", sig.addr, val,
-                      _poll(rt, sig.addr, np.int32), lambda v: test(v, val))
+                      _poll(rt, sig.addr, np.int32), lambda v: test(v, val), cond=_BOARD_CMP[cmp], nbytes=4)
     if rt.observers is not None:
         rt.observers.observed([sig.addr], [v], 4)
     return v
@@ -388,7 +394,8 @@ def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
                 plus_one = rt.barrier_plus_one
                 v = rt.wait_until(f"{what} (flag of rank {pe})", flag, count, _poll(rt, flag, np.int32),
                                   (lambda v: v == count or v == count + 1) if plus_one else (lambda v: v == count),
-                                  target=f"barrier flag of rank {pe}")
+                                  target=f"barrier flag of rank {pe}",
+                                  cond=B.COND_EQ_OR_NEXT if plus_one else B.COND_EQ, nbytes=4)
                 if rt.observers is not None:
                     rt.observers.observed([flag], [v], 4)
     # 4. store(sync_counter, count); barrier of the local cores

@@ -78,6 +78,9 @@ class Dispatch:
         """The next program, now on core `phys`; None when all are dispatched (or one failed)."""
         with self._lock:
             if self._next >= self.nprog or self.rt.abort.is_set():
+                # the core is done only now: between two programs it stays running, so the
+                # watchdog never takes a core about to start its next program for a stuck one
+                self.rt.board.set_state(self.rt.rank, phys, B.DONE)
                 return None
             i = self._next
             self._next += 1
@@ -95,13 +98,14 @@ class Dispatch:
 
 class Waiter:
     """A task spinning in a primitive; what the deadlock report says about it."""
-    __slots__ = ("op", "addr", "awaited", "seen", "rounds", "where", "target", "started")
+    __slots__ = ("op", "addr", "awaited", "seen", "rounds", "where", "target", "started", "looked")
 
     def __init__(self, op, addr, awaited, where, target):
         self.op, self.addr, self.awaited, self.where, self.target = op, addr, awaited, where, target
         self.seen = None
         self.rounds = 0
         self.started = time.monotonic()
+        self.looked = None      # the board's write count before the spin's next poll
 
 
 class SimRuntime:
@@ -155,18 +159,23 @@ class SimRuntime:
                 f"give ranks that exist)")
 
     # -- waiting ----------------------------------------------------------------------------
-    def wait_until(self, op, addr, awaited, read, done, target=None):
-        """Spin: `v = read()` until `done(v)`; every round is a scheduling point."""
+    def wait_until(self, op, addr, awaited, read, done, target=None, cond=B.COND_NONE, nbytes=0):
+        """Spin: `v = read()` until `done(v)`; every round is a scheduling point.  cond/nbytes
+        say what `done` awaits of the slot at addr (board.COND_*), so the free schedule's
+        watchdog can re-read it before calling the wait stuck."""
         c = context.core()
         core_id = c.phys if c is not None else -1       # the board's slot
         track = c.core if c is not None else -1          # the trace's track: the program
         w = Waiter(op, addr, awaited, context.kernel_line(3), target or self.space.describe(addr))
         self.sched.point(op, addr, int(awaited))
+        board = self.board
+        looked = board.write_count()    # taken before each read: the read saw every write counted by then
         v = read()
         if done(v):
             return v
         w.seen = v
-        self.board.set(self.rank, core_id, B.WAITING, op, w.where, w.target, addr, int(awaited), int(v))
+        board.set(self.rank, core_id, B.WAITING, op, w.where, w.target, addr, int(awaited), int(v), cond, nbytes)
+        board.polled(self.rank, core_id, looked)
         if self.tracer:
             self.tracer.begin(op, track, target=w.target, awaited=int(awaited), seen=int(v), where=w.where)
         try:
@@ -175,12 +184,14 @@ class SimRuntime:
                     raise Aborted()
                 w.rounds += 1
                 self.sched.spin(w)
+                looked = board.write_count()
                 v = read()
                 if done(v):
                     return v
                 if v != w.seen:
                     w.seen = v
-                    self.board.seen(self.rank, core_id, int(v))
+                    board.seen(self.rank, core_id, int(v))
+                board.polled(self.rank, core_id, looked)
                 if time.monotonic() - w.started > self.timeout:
                     raise LaunchTimeoutError(
                         f"rank {self.rank} core {core_id}: {op} timed out after {self.timeout:g} s "
@@ -221,11 +232,18 @@ class SimRuntime:
         if w is None:
             w = sw.waiter = Waiter(kind, addr, 0, context.kernel_line(4), self.space.describe(addr))
             w.seen = shown
-            self.board.set(self.rank, c.phys, B.WAITING, kind, w.where, w.target, addr, 0, shown)
+            # a poll of memory ends when the value changes; a spin on a cached line sees no
+            # other core's write, so memory cannot tell the watchdog it is over
+            dt = np.asarray(value).dtype
+            cond = B.COND_CHANGES if kind != PLAIN_SPIN and dt.kind in "iu" else B.COND_NONE
+            self.board.set(self.rank, c.phys, B.WAITING, kind, w.where, w.target, addr, 0, shown, cond, dt.itemsize)
+        elif w.looked is not None:
+            self.board.polled(self.rank, c.phys, w.looked)   # this poll read after that count
         if self.abort.is_set():
             raise Aborted()
         w.rounds += 1
         self.sched.spin(w)
+        w.looked = self.board.write_count()     # the next poll reads after it
         if time.monotonic() - w.started > self.timeout:
             raise LaunchTimeoutError(
                 f"rank {self.rank} core {c.phys}: {kind} of {w.target} at {w.where} timed out after "
@@ -250,10 +268,12 @@ class SimRuntime:
             if self.observers is not None:
                 self.observers.core_arrive(c, gen)
             self._core_bar_state[0] += 1
-            self.sched.wrote()          # an arrival is a change other cores wait to see
-            if self._core_bar_state[0] == c.ncores:
+            last = self._core_bar_state[0] == c.ncores
+            if last:
                 self._core_bar_state[0] = 0
                 self._core_bar_state[1] += 1
+            self.sched.wrote()          # an arrival is a change other cores wait to see (counted after it)
+            if last:
                 if self.observers is not None:
                     self.observers.core_depart(c, gen)
                 return
@@ -315,18 +335,21 @@ class SimRuntime:
                 race.core_begin(c)
             if tr:
                 tr.begin(f"kernel {kernel}", c.core, program=list(c.grid_idx))
+            ended = False
             try:
                 fn(**args)
                 primitives.complete_pending(c)
                 if race is not None:
                     race.core_end(c)
+                ended = True
             finally:
                 if c.cache is not None:
                     if tr:
                         tr.instant("cache flush at kernel end", c.core,
                                    dirty_lines=sum(1 for e in c.cache.values() if e[1]))
                     self.memory.kernel_end(c.cache)
-                self.board.set_state(self.rank, c.phys, B.DONE)
+                if not ended:       # a program that ended takes the next one (Dispatch.next says DONE)
+                    self.board.set_state(self.rank, c.phys, B.DONE)
                 if tr:
                     tr.end(f"kernel {kernel}", c.core)
                 context.set_core(None)

@@ -30,7 +30,7 @@ def make(name: str, rank: int = 0, shared=None, board=None):
     check(name)
     if name == "free":
         from .free import FreeScheduler
-        return FreeScheduler()
+        return FreeScheduler(board)
     if shared is None:
         from triton_dist.errors import TritonDistError
         raise TritonDistError(f"schedule={name!r} needs ranks started by triton_dist.launch or "

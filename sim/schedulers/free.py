@@ -22,6 +22,9 @@ STOP_GRACE_SECONDS = 5.0     # how long the failing launch waits for interrupted
 class FreeScheduler:
     name = "free"
 
+    def __init__(self, board=None):
+        self.board = board      # counts the writes, for the watchdog (sim/watchdog.py)
+
     def run_kernel(self, rt, launch, body):
         from ..runtime import Aborted
         errors = []
@@ -72,7 +75,8 @@ class FreeScheduler:
         dma.at_point(self)      # a DMA store lands FREE_DELAY points of its core after its issue
 
     def wrote(self):
-        pass
+        if self.board is not None:
+            self.board.wrote()
 
     def spin(self, waiter):
         dma.drain()             # a waiting core's pipes drain (sim/dma.py)
@@ -96,6 +100,7 @@ class FreeScheduler:
 
     @contextlib.contextmanager
     def host_call(self, what):
+        self.wrote()            # what the host code wrote before it blocks (torch ops count no writes)
         yield
 
     def digest(self):
