@@ -1,16 +1,25 @@
-"""All simulator figures in one run, one table: overhead, scheduler, scaling, start-up, suite.
+"""All simulator figures in one run, one table: start-up, overhead, scheduler, scaling, suite.
 
-    python benchmarks/bench_all.py [--repeat N] [--suite]
+    python benchmarks/bench_all.py [--repeat N] [--only SECTION ...] [--suite] [--json OUT]
+    python benchmarks/bench_all.py --readme          # every section + the suite, then README.md
 
 Every figure is measured N times in this run on this machine; min and median are printed.
 The plain-interpreter baseline runs in a child process that imports only triton
-(TRITON_INTERPRET=1), since importing triton_dist patches the interpreter in-process.
+(TRITON_INTERPRET=1), since importing triton_dist patches the interpreter in-process; its
+rounds alternate with the simulator's, so both see the same load on a shared machine.
 The output format is stable (fixed columns, fixed row names) so two runs can be diffed.
+
+--readme rewrites the table of README.md's "## Figures" section (between its
+`<!-- figures:begin -->` / `<!-- figures:end -->` markers) from this run: the date, the
+commit, the machine, the load average before and after, every figure, the test counts
+and step counts, and which targets are met.  Nothing in it is typed by hand.
 """
 import argparse
+import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -22,12 +31,19 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 ITERS = 100          # rounds per overhead kernel
+GRID_PROGRAMS, GRID_ITERS = 4, 16   # the block loop in several programs (each on its own tile)
+SECTIONS = ("start-up", "overhead", "scheduler", "scaling")
 SCHEDULES = [("free", "ascend"), ("free", "coherent"), ("random", "ascend"), ("random", "coherent"),
              ("pct", "ascend"), ("pct", "coherent")]
+EXPLORE_SCRIPT = os.path.join(ROOT, "examples", "hello_allgather.py")
+README = os.path.join(ROOT, "README.md")
+BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 
+
+# ---- what is measured -------------------------------------------------------------------------
 
 def overhead_kernels(repeat):
-    """Seconds per round of the three overhead kernels, in whatever mode this process runs."""
+    """Seconds per round of the overhead kernels, in whatever mode this process runs."""
     import torch
     import micro_kernels as K
     if "triton_dist" in sys.modules:
@@ -39,12 +55,17 @@ def overhead_kernels(repeat):
         flag = torch.zeros(16, dtype=torch.int32)
     a, b, c = alloc(64 * 64), alloc(64 * 64), alloc(64 * 64)
     src, dst = alloc(32 * 32), alloc(32 * 32)
-    out = {"block": [], "scalar": [], "dot": []}
+    gsrc, gdst = alloc(GRID_PROGRAMS * 32 * 32), alloc(GRID_PROGRAMS * 32 * 32)
+    out = {"block": [], "block4": [], "scalar": [], "dot": []}
     K.block_copy_kernel[(1,)](src, dst, ITERS=2, B=32)
+    K.block_copy_grid_kernel[(GRID_PROGRAMS,)](gsrc, gdst, ITERS=2, B=32)
     for _ in range(repeat):
         t = time.perf_counter()
         K.block_copy_kernel[(1,)](src, dst, ITERS=ITERS, B=32)
         out["block"].append((time.perf_counter() - t) / ITERS)
+        t = time.perf_counter()
+        K.block_copy_grid_kernel[(GRID_PROGRAMS,)](gsrc, gdst, ITERS=GRID_ITERS, B=32)
+        out["block4"].append((time.perf_counter() - t) / (GRID_ITERS * GRID_PROGRAMS))
         t = time.perf_counter()
         K.scalar_flag_kernel[(1,)](flag, ITERS=ITERS)
         out["scalar"].append((time.perf_counter() - t) / ITERS)
@@ -111,60 +132,115 @@ def ping_pong_steps():
     return sh.steps() - s0, sh.switches() - w0, time.perf_counter() - t
 
 
+# ---- the table --------------------------------------------------------------------------------
+
 class Table:
+    """Prints each figure as it is measured and keeps it (rows) for --json and --readme."""
+    SCALE = {"us": 1e6, "ms": 1e3, "s": 1.0, "/s": 1.0, "": 1.0}
+
     def __init__(self):
-        print(f"{'figure':58s} {'min':>12s} {'median':>12s} {'ratio':>8s}")
+        self.rows = {}
+        print(f"{'figure':64s} {'min':>12s} {'median':>12s} {'ratio':>18s}")
 
-    def row(self, name, xs, unit, fmt="{:10.1f}", ratio=""):
-        scale = {"us": 1e6, "ms": 1e3, "s": 1.0, "/s": 1.0, "": 1.0}[unit]
-        mn, md = min(xs) * scale, statistics.median(xs) * scale
-        print(f"{name:58s} {fmt.format(mn)}{unit:>2s} {fmt.format(md)}{unit:>2s} {ratio:>8s}", flush=True)
+    def row(self, key, name, xs, unit, fmt="{:10.1f}", ratio=None, min_ratio=None, note=""):
+        mn, md = min(xs) * self.SCALE[unit], statistics.median(xs) * self.SCALE[unit]
+        self.rows[key] = dict(name=name, min=mn, median=md, unit=unit, fmt=fmt, n=len(xs), ratio=ratio,
+                              min_ratio=min_ratio, note=note)
+        r = "" if ratio is None else f"{ratio:.2f}x" + ("" if min_ratio is None else f" (min {min_ratio:.2f}x)")
+        print(f"{name:64s} {fmt.format(mn)}{unit:>2s} {fmt.format(md)}{unit:>2s} {r:>18s} {note}", flush=True)
+
+    def get(self, key, field="median"):
+        return self.rows[key][field] if key in self.rows else None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--suite", action="store_true", help="also time the whole test suite (pytest -n auto)")
-    a = ap.parse_args()
-    import torch
-    import triton
-    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, triton {triton.__version__}, "
-          f"torch {torch.__version__}, {platform.machine()}")
-    base = plain_interpreter(a.repeat)
-    t = Table()
-
-    # start-up
+def startup(t, a):
+    import triton_dist
     imp = []
     for _ in range(3):
         s = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import triton_dist"], check=True)
         imp.append(time.perf_counter() - s)
-    t.row("start-up: import triton_dist (fresh process)", imp, "s", "{:10.3f}")
-    import triton_dist
+    t.row("import", "start-up: import triton_dist (fresh process)", imp, "s", "{:10.3f}")
     triton_dist.launch(lambda: None, world_size=4)
     launches = []
     for _ in range(a.repeat):
         s = time.perf_counter()
         triton_dist.launch(lambda: None, world_size=4)
         launches.append(time.perf_counter() - s)
-    t.row("start-up: launch(world_size=4), empty body", launches, "ms")
+    t.row("launch4", "start-up: launch(world_size=4), empty body", launches, "ms")
+    cold_launch = []
+    for _ in range(3):          # a script that never imported torch: launch() warms the ranks first
+        s = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import triton_dist; triton_dist.launch(lambda: None, world_size=2)"],
+                       check=True)
+        cold_launch.append(time.perf_counter() - s)
+    t.row("cold_launch", "start-up: fresh process: import triton_dist, launch(world_size=2)", cold_launch, "s",
+          "{:10.3f}")
+    explore_cli(t, a)
 
-    # overhead
-    names = {"block": "32x32 fp32 block load+store", "scalar": "scalar flag store+load",
-             "dot": "64x64x64 fp32 dot"}
-    sim = {}
-    for sched, model in SCHEDULES:
-        sim[(sched, model)] = triton_dist.launch(overhead_kernels, a.repeat, world_size=1, schedule=sched,
-                                                 seed=1, memory_model=model).values[0]
+
+def _explore_argv(seeds):
+    return ["explore", "-n", "2", EXPLORE_SCRIPT, "--seeds", str(seeds), "--schedule", "pct"]
+
+
+def _cli(argv):
+    exe = os.path.join(os.path.dirname(sys.executable), "triton-dist")      # the installed command
+    return ([exe] if os.path.exists(exe) else [sys.executable, "-m", "triton_dist.cli"]) + argv
+
+
+def explore_cli(t, a, seeds=10, many=200):
+    """`triton-dist explore -n 2 hello_allgather.py --seeds 10 --schedule pct` from a fresh process,
+    against the same exploration from a process that imported torch and triton_dist first;
+    then `--seeds 200` from a fresh process."""
+    argv = _explore_argv(seeds)
+    warm = [sys.executable, "-c",
+            "import sys, time, torch, triton_dist, triton_dist.kernels, triton_dist.sim.cli; from triton_dist import cli; "
+            f"t = time.perf_counter(); cli.main({argv!r}); print('WALL', time.perf_counter() - t)"]
+    cold_s, warm_s = [], []
+    for _ in range(max(1, a.repeat // 2)):       # interleaved: both see the same load
+        s = time.perf_counter()
+        subprocess.run(_cli(argv), check=True, capture_output=True)
+        cold_s.append(time.perf_counter() - s)
+        p = subprocess.run(warm, check=True, capture_output=True, text=True)
+        warm_s.append(float(p.stdout.rsplit("WALL", 1)[1]))
+    t.row("explore_warm", f"start-up: explore -n 2 hello_allgather --seeds {seeds} pct, warm process", warm_s, "s",
+          "{:10.2f}")
+    t.row("explore_cold", f"start-up: same, `triton-dist explore` from a fresh process", cold_s, "s", "{:10.2f}",
+          ratio=statistics.median(cold_s) / statistics.median(warm_s), min_ratio=min(cold_s) / min(warm_s))
+    s = time.perf_counter()
+    p = subprocess.run(_cli(_explore_argv(many)), capture_output=True, text=True)
+    dt = time.perf_counter() - s
+    m = re.search(r"(\d+) passed, (\d+) failed", p.stdout)
+    t.row("explore_many", f"start-up: `triton-dist explore` --seeds {many}, fresh process", [dt], "s", "{:10.1f}",
+          note=f"({m.group(1)} passed, {m.group(2)} failed)" if m else "(no summary)")
+
+
+def overhead(t, a):
+    """The plain interpreter's rounds and the simulator's, alternating (a.repeat rounds of 2)."""
+    import triton_dist
+    names = {"block": "32x32 fp32 block load+store", "block4": f"same, {GRID_PROGRAMS} programs x {GRID_ITERS} rounds",
+             "scalar": "scalar flag store+load", "dot": "64x64x64 fp32 dot"}
+    base = {k: [] for k in names}
+    sim = {s: {k: [] for k in names} for s in SCHEDULES}
+    for _ in range(a.repeat):
+        for k, xs in plain_interpreter(2).items():
+            base[k] += xs
+        for sched, model in SCHEDULES:
+            got = triton_dist.launch(overhead_kernels, 2, world_size=1, schedule=sched, seed=1,
+                                     memory_model=model).values[0]
+            for k, xs in got.items():
+                sim[(sched, model)][k] += xs
     for k, label in names.items():
-        ref = statistics.median(base[k])
-        t.row(f"overhead: {label}, plain interpreter", base[k], "us")
+        ref, ref_min = statistics.median(base[k]), min(base[k])
+        t.row(f"{k}/plain", f"overhead: {label}, plain interpreter", base[k], "us")
         for sched, model in SCHEDULES:
             xs = sim[(sched, model)][k]
-            t.row(f"overhead: {label}, {sched}/{model}", xs, "us",
-                  ratio=f"{statistics.median(xs) / ref:.2f}x")
+            t.row(f"{k}/{sched}/{model}", f"overhead: {label}, {sched}/{model}", xs, "us",
+                  ratio=statistics.median(xs) / ref, min_ratio=min(xs) / ref_min)
 
-    # scheduler
+
+def scheduler(t, a):
+    import triton_dist
     for sched in ("random", "pct"):
         rates, sw = [], []
         for seed in range(a.repeat):
@@ -172,37 +248,195 @@ def main():
                                               seed=seed).values[0]
             rates.append(st / dt)
             sw.append(n_sw / dt)
-        t.row(f"scheduler: steps/s, {sched}, 2 ranks", rates, "/s", "{:10.0f}")
-        t.row(f"scheduler: rank switches/s, {sched}, 2 ranks", sw, "/s", "{:10.0f}")
+        t.row(f"steps/{sched}", f"scheduler: steps/s, {sched}, 2 ranks", rates, "/s", "{:10.0f}")
+        t.row(f"switches/{sched}", f"scheduler: rank switches/s, {sched}, 2 ranks", sw, "/s", "{:10.0f}")
         kern = [triton_dist.launch(ping_pong_steps, world_size=2, schedule=sched, seed=s).values[0]
                 for s in range(a.repeat)]
-        t.row(f"scheduler: steps/s in a ping-pong kernel, {sched}, 2 ranks",
+        t.row(f"pingpong/{sched}", f"scheduler: steps/s in a ping-pong kernel, {sched}, 2 ranks",
               [st / dt for st, _, dt in kern], "/s", "{:10.0f}")
 
-    # scaling (on this machine's cores; ranks beyond them share CPUs)
-    try:
-        from triton_dist import kernels  # noqa: F401
-        have_kernels = True
-    except ImportError:
-        have_kernels = False
-    if have_kernels:
-        for op, rows in (("all_reduce ring", 64), ("ag_gemm", 32)):
-            for n in (1, 2, 4, 8):
-                wall = [max(triton_dist.launch(scaling_body, op, rows, world_size=n).values)
-                        for _ in range(max(1, a.repeat // 2))]
-                steps = [triton_dist.launch(scaling_body, op, rows, world_size=n, schedule="pct",
-                                            seed=0).steps]
-                t.row(f"scaling: {op}, {rows} rows/rank, {n} ranks, wall", wall, "ms")
-                t.row(f"scaling: {op}, {rows} rows/rank, {n} ranks, pct steps (whole run)",
-                      steps, "", "{:10.0f}")
 
+def scaling(t, a):
+    """On this machine's cores; ranks beyond them share CPUs."""
+    import triton_dist
+    for op, rows in (("all_reduce ring", 64), ("ag_gemm", 32)):
+        for n in (1, 2, 4, 8):
+            wall = [max(triton_dist.launch(scaling_body, op, rows, world_size=n).values)
+                    for _ in range(max(1, a.repeat // 2))]
+            steps = [triton_dist.launch(scaling_body, op, rows, world_size=n, schedule="pct", seed=0).steps]
+            t.row(f"scale/{op}/{n}", f"scaling: {op}, {rows} rows/rank, {n} ranks, wall", wall, "ms")
+            t.row(f"steps/{op}/{n}", f"scaling: {op}, {rows} rows/rank, {n} ranks, pct steps (whole run)",
+                  steps, "", "{:10.0f}")
+
+
+def suite(t):
+    s = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "pytest", "-n", "auto", "-q", "-p", "no:cacheprovider"],
+                       cwd=ROOT, capture_output=True, text=True)
+    dt = time.perf_counter() - s
+    last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "?"
+    counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", last))
+    t.row("suite", "suite: pytest -n auto", [dt], "s", "{:10.1f}", note=f"({last.strip('= ')})")
+    t.rows["suite"]["counts"] = counts
+
+
+# ---- README.md's figures ------------------------------------------------------------------------
+
+def machine() -> str:
+    import torch
+    import triton
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, triton {triton.__version__}, "
+            f"torch {torch.__version__}, {platform.machine()}")
+
+
+def commit() -> str:
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return head + (" with uncommitted changes" if dirty else "")
+
+
+def _cell(t, key, field="median"):
+    r = t.rows.get(key)
+    if r is None:
+        return "-"
+    v = r[field]
+    return (r["fmt"].format(v).strip() + " " + r["unit"]).strip()
+
+
+def _ratio(t, key):
+    r = t.rows.get(key)
+    if r is None or r["ratio"] is None:
+        return ""
+    return f"{r['ratio']:.2f}x (min {r['min_ratio']:.2f}x)"
+
+
+def readme_table(t, started, load0, load1, repeat) -> str:
+    """The generated part of README.md's Figures section."""
+    rows = []
+
+    def add(label, key, ratio_key=None, note=""):
+        if key in t.rows:
+            rows.append(f"| {label} | {_cell(t, key, 'min')} | {_cell(t, key)} | {_ratio(t, ratio_key or key)}"
+                        f"{(' ' + note) if note else ''} |")
+
+    add("import triton_dist (fresh process)", "import")
+    add("`launch(world_size=4)`, empty body", "launch4")
+    add("fresh process: import triton_dist + `launch(world_size=2)`", "cold_launch")
+    add("`explore -n 2 hello_allgather.py --seeds 10 --schedule pct`, warm process", "explore_warm")
+    add("same, `triton-dist explore` from a fresh process", "explore_cold", note="of the warm process")
+    if "explore_many" in t.rows:
+        add("`triton-dist explore ... --seeds 200`, fresh process", "explore_many",
+            note=t.rows["explore_many"]["note"])
+    labels = {"block": "32x32 fp32 block load+store", "block4": f"block loop, {GRID_PROGRAMS} programs x {GRID_ITERS} rounds",
+              "scalar": "scalar flag store+load", "dot": "64x64x64 fp32 dot"}
+    for k, label in labels.items():
+        add(f"{label}, plain interpreter (per round)", f"{k}/plain")
+        for sched in ("free", "random", "pct"):
+            add(f"same, simulator {sched} / ascend", f"{k}/{sched}/ascend")
+    for sched in ("random", "pct"):
+        add(f"scheduler alone, steps/s, {sched}, 2 ranks", f"steps/{sched}",
+            note=f"({_cell(t, f'switches/{sched}')} rank switches)" if f"switches/{sched}" in t.rows else "")
+        add(f"steps/s inside a signal ping-pong kernel, {sched}", f"pingpong/{sched}")
+    for op, label in (("all_reduce ring", "ring AllReduce 64x64 fp32 per rank"), ("ag_gemm", "AG+GEMM 32x32 per rank")):
+        if f"scale/{op}/1" in t.rows:
+            walls = " / ".join(f"{t.rows[f'scale/{op}/{n}']['median']:.0f}" for n in (1, 2, 4, 8))
+            steps = " / ".join(f"{t.rows[f'steps/{op}/{n}']['median']:.0f}" for n in (1, 2, 4, 8))
+            rows.append(f"| {label}, 1 / 2 / 4 / 8 ranks | | {walls} ms | pct steps {steps} |")
+    if "suite" in t.rows:
+        c = t.rows["suite"]["counts"]
+        rows.append(f"| whole test suite, `pytest -n auto` ({os.cpu_count()} workers) | | {_cell(t, 'suite')} | "
+                    + ", ".join(f"{v} {k}" for k, v in c.items()) + " |")
+    head = (f"Generated by `python benchmarks/bench_all.py --readme --repeat {repeat}` on {started:%Y-%m-%d %H:%M} UTC "
+            f"at commit {commit()}, on {machine()}; load average (1/5/15 min) "
+            f"{load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f} at the start, {load1[0]:.2f} / {load1[1]:.2f} / "
+            f"{load1[2]:.2f} at the end.  Every figure is repeated in this run (min / median); the plain-interpreter "
+            f"baseline runs the same kernels in a child process with `TRITON_INTERPRET=1` and no triton_dist, its "
+            f"rounds alternating with the simulator's; ratios are median / median (min / min in brackets).")
+    table = "| figure | min | median | ratio |\n| --- | --- | --- | --- |\n" + "\n".join(rows)
+    return head + "\n\n" + table + "\n\n" + targets(t)
+
+
+def targets(t) -> str:
+    """Each target of the figures, met or not, from this run's numbers."""
+    out = []
+
+    def check(what, value, limit, shown, le=True):
+        if value is None:
+            return
+        ok = value <= limit if le else value >= limit
+        out.append(f"{what}: {shown} ({'met' if ok else 'NOT met'})")
+
+    for k, label in (("block", "block loop"), ("block4", f"block loop on {GRID_PROGRAMS} programs")):
+        check(f"free <= 1.2x on the {label}", t.get(f"{k}/free/ascend", "ratio"), 1.2,
+              f"{t.get(f'{k}/free/ascend', 'ratio') or 0:.2f}x")
+        for sched in ("random", "pct"):
+            check(f"{sched} <= 2x on the {label}", t.get(f"{k}/{sched}/ascend", "ratio"), 2.0,
+                  f"{t.get(f'{k}/{sched}/ascend', 'ratio') or 0:.2f}x")
+    check("the scalar flag loop <= 2x under free", t.get("scalar/free/ascend", "ratio"), 2.0,
+          f"{t.get('scalar/free/ascend', 'ratio') or 0:.2f}x")
+    check("`triton-dist explore` from a fresh process within 1.3x of a warm process",
+          t.get("explore_cold", "ratio"), 1.3, f"{t.get('explore_cold', 'ratio') or 0:.2f}x")
+    check("200 seeds of a 2-rank script in under a minute", t.get("explore_many"), 60.0,
+          f"{t.get('explore_many') or 0:.0f} s")
+    for sched in ("random", "pct"):
+        check(f">= 20,000 scheduler steps/s ({sched})", t.get(f"steps/{sched}"), 20000,
+              f"{(t.get(f'steps/{sched}') or 0) / 1000:.1f} k", le=False)
+    return "Targets: " + "; ".join(out) + "." if out else ""
+
+
+def write_readme(text: str) -> None:
+    with open(README) as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit(f"README.md has no {BEGIN} ... {END} block in its Figures section")
+    pre, rest = doc.split(BEGIN, 1)
+    _, post = rest.split(END, 1)
+    with open(README, "w") as f:
+        f.write(pre + BEGIN + "\n" + text + "\n" + END + post)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--suite", action="store_true", help="also time the whole test suite (pytest -n auto)")
+    ap.add_argument("--only", choices=SECTIONS, action="append",
+                    help="run only this section (repeatable); default: all of them")
+    ap.add_argument("--json", metavar="OUT", help="also write every figure to this JSON file")
+    ap.add_argument("--readme", action="store_true",
+                    help="every section and the suite, then rewrite README.md's figures table from this run")
+    a = ap.parse_args()
+    if a.readme:
+        a.only, a.suite = None, True
+    only = set(a.only or SECTIONS)
+    started, load0 = datetime.datetime.now(datetime.timezone.utc), os.getloadavg()
+    print(f"machine: {machine()}; commit {commit()}; load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    t = Table()
+    import triton_dist  # noqa: F401 - after the plain baseline's modules were chosen
+    for name, section in (("start-up", startup), ("overhead", overhead), ("scheduler", scheduler),
+                          ("scaling", scaling)):
+        if name in only:
+            section(t, a)
     if a.suite:
-        s = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "pytest", "-n", "auto", "-q", "-p", "no:cacheprovider"],
-                           cwd=ROOT, capture_output=True, text=True)
-        dt = time.perf_counter() - s
-        last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "?"
-        t.row(f"suite: pytest -n auto ({last.strip('= ')})", [dt], "s", "{:10.1f}")
+        suite(t)
+    load1 = os.getloadavg()
+    print(f"load average at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"started": started.isoformat(), "commit": commit(), "machine": machine(),
+                       "load": [load0, load1], "rows": t.rows}, f, indent=1)
+    if a.readme:
+        write_readme(readme_table(t, started, load0, load1, a.repeat))
+        print("README.md: figures table rewritten")
+    elif a.only is None:
+        print(targets(t))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,14 @@ def block_copy_kernel(src, dst, ITERS: tl.constexpr, B: tl.constexpr):
 
 
 @triton.jit
+def block_copy_grid_kernel(src, dst, ITERS: tl.constexpr, B: tl.constexpr):
+    # the same loop in each of several programs, each on its own BxB tile
+    r = tl.program_id(0) * B * B + tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
+    for i in range(ITERS):
+        tl.store(dst + r, tl.load(src + r) + 1.0)
+
+
+@triton.jit
 def dot_kernel(a, b, c, ITERS: tl.constexpr, B: tl.constexpr):
     r = tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
     acc = tl.zeros((B, B), tl.float32)

@@ -47,12 +47,18 @@ def kernel_line(depth: int = 2) -> str:
     f = kernel_frame(depth)
     if f is None:
         return "<host>"
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} ({f.f_code.co_name})"
+    return site_name((f.f_code, f.f_lineno))
+
+
+_SITE_NAMES: dict = {}     # (code, line) -> its words: every scheduling point names its line
 
 
 def site_name(site) -> str:
     """kernel_line's words for a site (code, line) taken earlier; '<host>' for None."""
     if site is None:
         return "<host>"
-    code, line = site
-    return f"{os.path.basename(code.co_filename)}:{line} ({code.co_name})"
+    name = _SITE_NAMES.get(site)
+    if name is None:
+        code, line = site
+        name = _SITE_NAMES[site] = f"{os.path.basename(code.co_filename)}:{line} ({code.co_name})"
+    return name
