@@ -205,7 +205,7 @@ def explore_cli(t, a, seeds=10, many=200):
         warm_s.append(float(p.stdout.rsplit("WALL", 1)[1]))
     t.row("explore_warm", f"start-up: explore -n 2 hello_allgather --seeds {seeds} pct, warm process", warm_s, "s",
           "{:10.2f}")
-    t.row("explore_cold", f"start-up: same, `triton-dist explore` from a fresh process", cold_s, "s", "{:10.2f}",
+    t.row("explore_cold", "start-up: same, `triton-dist explore` from a fresh process", cold_s, "s", "{:10.2f}",
           ratio=statistics.median(cold_s) / statistics.median(warm_s), min_ratio=min(cold_s) / min(warm_s))
     s = time.perf_counter()
     p = subprocess.run(_cli(_explore_argv(many)), capture_output=True, text=True)

@@ -18,8 +18,8 @@ Models of the machine (not what a sequential interpreter does):
   in program order, so a wait that no earlier set of the instance satisfies can never be
   satisfied: a deadlock, reported at once with the kernel line;
 - the ops that read or write global memory (gather_out_to_ub, scatter_ub_to_out, index_put,
-  index_select_simd) go through sim/memory.py like tl.load/tl.store (caches, DMA order, the
-  race detector, the bounds of the tensor the pointer came from).
+  index_select_simd) go through the access path (sim/access.py) like tl.load/tl.store
+  (caches, DMA order, the race detector, the bounds of the tensor the pointer came from).
 Results of the data ops follow triton-ascend's interpreter (the line cited on each).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from triton.runtime.interpreter import TensorHandle, _get_np_dtype
 
 from triton_dist.errors import DeadlockError, TritonDistError
 
-from . import context, memory
+from . import access, context, memory
 
 SYNC_MODES = ("all_cube", "all_vector", "all", "all_sub_vector")
 
@@ -135,7 +135,7 @@ def create_gather_out_to_ub(self, src_ptr, index_tensor, index_boundary, dim, sr
     above index_boundary give `other` (0 if none)."""
     addrs, valid, dtype_np = _indexed_addresses(src_ptr, index_tensor, index_boundary, dim, src_stride, start_offset)
     fill = 0 if other is None else (np.asarray(other.data).ravel()[0] if isinstance(other, TensorHandle) else other)
-    out = memory.load(addrs, valid, np.full(addrs.shape, fill, dtype=dtype_np), dtype_np, False, _ptr_base(src_ptr))
+    out = access.load(addrs, valid, np.full(addrs.shape, fill, dtype=dtype_np), dtype_np, False, _ptr_base(src_ptr))
     return TensorHandle(np.asarray(out).reshape(np.asarray(index_tensor.data).shape), src_ptr.get_element_ty())
 
 
@@ -145,7 +145,7 @@ def create_scatter_ub_to_out(self, dst_ptr, value_tensor, index_tensor, index_bo
     above index_boundary are skipped."""
     addrs, valid, dtype_np = _indexed_addresses(dst_ptr, index_tensor, index_boundary, dim, dst_stride, start_offset)
     values = np.asarray(value_tensor.data).astype(dtype_np).reshape(-1)
-    memory.store(addrs, values, valid, False, _ptr_base(dst_ptr))
+    access.store(addrs, values, valid, False, _ptr_base(dst_ptr))
 
 
 def create_index_put(self, dst_ptr, index_tensor, value_tensor, dim, index_boundary, end_offset, start_offset,
@@ -165,7 +165,7 @@ def create_index_put(self, dst_ptr, index_tensor, value_tensor, dim, index_bound
     elem = (co * stride[:, None]).sum(axis=0)
     base_addr = int(np.asarray(dst_ptr.data).ravel()[0])
     addrs = np.where(valid, base_addr + elem * np.dtype(dtype_np).itemsize, base_addr).astype(np.uint64)
-    memory.store(addrs, value.astype(dtype_np).reshape(-1), valid, False, _ptr_base(dst_ptr))
+    access.store(addrs, value.astype(dtype_np).reshape(-1), valid, False, _ptr_base(dst_ptr))
 
 
 def create_index_select_simd(self, src_ptr, index_tensor, dim, src_shape, src_offset, read_shape, result_shape):
@@ -199,7 +199,7 @@ def create_index_select_simd(self, src_ptr, index_tensor, dim, src_shape, src_of
         grid = np.meshgrid(*axes, indexing="ij")
         elem = sum(g.astype(np.int64) * s for g, s in zip(grid, strides)).reshape(-1)
         addrs = (base_addr + elem * np.dtype(dtype_np).itemsize).astype(np.uint64)
-        data = memory.load(addrs, np.ones(addrs.shape, dtype=bool), np.zeros(addrs.shape, dtype=dtype_np), dtype_np,
+        data = access.load(addrs, np.ones(addrs.shape, dtype=bool), np.zeros(addrs.shape, dtype=dtype_np), dtype_np,
                            False, _ptr_base(src_ptr))
         where = tuple(slice(i, i + 1) if d == dim else slice(0, t) for d, t in enumerate(tile))
         out[where] = np.asarray(data).reshape(tile)

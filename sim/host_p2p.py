@@ -110,8 +110,8 @@ def _wrap(backend, name, kind, blocking, orig, post):
         seq = None
         if peer is not None:
             seq = _sequence(kind, src, dst, tag)
-            if kind == SEND and rt.race is not None:
-                rt.race.p2p_send(src, dst, tag, seq)
+            if kind == SEND and rt.observers is not None:
+                rt.observers.p2p_send(src, dst, tag, seq)
             rt.sched.p2p_posted(kind, src, dst, tag)
 
         def finish(w):
@@ -147,8 +147,8 @@ def _complete(rt, what, where, kind, src, dst, tag, seq, work):
             if src is None:                 # a receive from any rank (free schedule only)
                 src = int(work._source_rank())
                 seq = _sequence(RECV, src, dst, tag)
-            if rt.race is not None:
-                rt.race.p2p_recv(src, dst, tag, seq)
+            if rt.observers is not None:
+                rt.observers.p2p_recv(src, dst, tag, seq)
             return src
         return None
     finally:

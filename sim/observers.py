@@ -32,6 +32,8 @@ Synchronisation (called by sim/primitives.py, sim/runtime.py, sim/backend.py):
   core_begin(c) / core_end(c)               a program starts / finishes on its core
   core_arrive(c, gen) / core_depart(c, gen) the local core barrier
   collective_arrive() / collective_depart() a host collective
+  p2p_send(src, dst, tag, seq) / p2p_recv(src, dst, tag, seq)
+                                            a torch.distributed send / recv of rank host code
   dump()                                    the rank's function returned: write what was recorded
 
 To add an event: name it in EVENTS (with its answer rule if it returns one), call it at the
@@ -42,7 +44,7 @@ from __future__ import annotations
 # every event a subscriber may implement; those with an answer return the first non-None
 EVENTS = ("access", "landed", "signal", "observed", "consume", "rma", "quiet", "dot", "kernel_begin",
           "kernel_end", "core_begin", "core_end", "core_arrive", "core_depart", "collective_arrive",
-          "collective_depart", "dump")
+          "collective_depart", "p2p_send", "p2p_recv", "dump")
 ANSWERING = frozenset({"observed"})
 
 

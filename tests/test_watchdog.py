@@ -16,7 +16,6 @@ import time
 import pytest
 import torch
 import triton
-import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
