@@ -121,7 +121,10 @@ def _scope(lines, start, end=None):
 
 # --- before ttadapter ------------------------------------------------------------------------------------
 def carry_ttir(text: str, has_dot: bool):
-    """(TTIR text with every distributed op carried as markers, Plan)."""
+    """(TTIR text with every distributed op carried as markers, Plan).  The carriers of triton-ascend
+    builtins that are HIVM ops (sub_vec_id) become those ops: triton-adapter-opt 3.2.0 parses them
+    and passes them through."""
+    text, _ = H.lower_builtins(text)
     lines, names, planned = H.plan(text)
     kernels = [f for f in H._parse_funcs(lines) if " public " in lines[f.start] or "tt.func @" in lines[f.start]]
     if not planned:

@@ -29,12 +29,17 @@ from triton_dist.errors import TritonDistError
 
 TARGET_ENV = "TRITON_DIST_NPU_COMPILE_TARGET"
 LOG_ENV = "TRITON_DIST_NPU_COMPILE_LOG"
+# comma list of source paths (files or directories, relative to the working directory): only kernels
+# defined under them are compiled (pytest --npu-compile-sources; CI: the kernel library, the
+# examples and the upstream scenarios, wherever the suite launches them)
+SOURCES_ENV = "TRITON_DIST_NPU_COMPILE_SOURCES"
 
 
 class NpuCompileError(TritonDistError):
     """The real NPU compiler refuses a kernel as it was launched (the message is its report)."""
 
 
+_wanted_memo: dict = {}    # function -> is it in TRITON_DIST_NPU_COMPILE_SOURCES
 _verdicts: dict = {}       # in-process memo: (function, signature, constexprs) -> (status, outcome or reason)
 
 
@@ -132,8 +137,24 @@ def _record(base, status, what, t0):
     return record
 
 
+def _wanted(fn) -> bool:
+    raw = os.environ.get(SOURCES_ENV, "").strip()
+    if not raw:
+        return True
+    file = os.path.abspath(getattr(getattr(fn, "__code__", None), "co_filename", "") or "")
+    for prefix in (p.strip() for p in raw.split(",") if p.strip()):
+        root = os.path.abspath(prefix)
+        if file == root or file.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
 def check_launch(launch) -> None:
     """The launch check: compile the launched kernel (once), raise NpuCompileError if refused."""
+    if launch.fn not in _wanted_memo:
+        _wanted_memo[launch.fn] = _wanted(launch.fn)
+    if not _wanted_memo[launch.fn]:
+        return
     sig, consts = signature_of(launch)
     key = _memo_key(launch, sig, consts)
     verdict = _verdicts.get(key)

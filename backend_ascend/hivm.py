@@ -33,6 +33,14 @@ PIPE = "PIPE_S"          # the per-symbol pipe table is empty: every op runs on 
 VF_MODE = "SIMD"
 DOT_OPS = ("tt.dot", "tt.dot_scaled")
 
+# Carriers of triton-ascend builtins that are HIVM ops of their own, not aclshmem calls: the op
+# triton-ascend's main line emits for each, and the module attribute it sets with it
+# (third_party/ascend/ascend_ir.cc:703-712 at triton-lang/triton-ascend a84b1eb5:
+# create_get_sub_vec_id builds hivm::GetSubBlockIdxOp and marks the module
+# hivm.disable_auto_tile_and_bind_subblock, "NPU compiler will parse this attribute and disable
+# auto tile and bind subblock pass").
+HIVM_BUILTINS = {"sub_vec_id": ("hivm.hir.get_sub_block_idx", "i64", "hivm.disable_auto_tile_and_bind_subblock")}
+
 
 class LoweringError(TritonDistError):
     """The module cannot be lowered to HIVM (an op the NPU has no symbol for, ...)."""
@@ -535,8 +543,35 @@ class Planned:
     lowered: Lowered
 
 
+def lower_builtins(text: str):
+    """(text, count): the carriers of HIVM_BUILTINS replaced by their HIVM ops, the module attributes
+    they need added."""
+    lines = text.split("\n")
+    attrs = set()
+    count = 0
+    for i, line in enumerate(lines):
+        if op_name(line) != CARRIER_OP:
+            continue
+        c = _parse_carrier(i, line)
+        if c is None or c.op not in HIVM_BUILTINS:
+            continue
+        op, ty, attr = HIVM_BUILTINS[c.op]
+        lines[i] = f"{c.indent}{c.result} = {op} -> {ty}" + (f" {c.loc}" if c.loc else "")
+        attrs.add(attr)
+        count += 1
+    for k, line in enumerate(lines):
+        if attrs and line.startswith("module"):
+            if line.startswith("module attributes {"):
+                lines[k] = "module attributes {" + ", ".join(sorted(attrs)) + ", " + line[len("module attributes {"):]
+            else:
+                lines[k] = line.replace("module", "module attributes {" + ", ".join(sorted(attrs)) + "}", 1)
+            break
+    return "\n".join(lines), count
+
+
 def plan(text: str):
-    """(lines, names, [Planned]) of every distributed carrier of a printed TTIR module."""
+    """(lines, names, [Planned]) of every distributed carrier of a printed TTIR module (the
+    HIVM_BUILTINS carriers must have been lowered first, lower_builtins)."""
     lines = text.split("\n")
     funcs = _parse_funcs(lines)
     names = _Names(text)
@@ -569,10 +604,11 @@ def convert_text(text: str, *, has_dot: bool | None = None, bitcode=None):
     None for none, a path for all, or a function (core type, module has a dot) -> path."""
     if has_dot is None:
         has_dot = module_has_dot(text)
+    text, builtins = lower_builtins(text)
     lines, names, planned = plan(text)
     replaced = {p.line_no: _custom_line(p.carrier, p.lowered, p.func, has_dot, names, bitcode) for p in planned}
     out = []
     for i, line in enumerate(lines):
         out.extend(replaced.get(i, [line]))
     check_all_planned(out)
-    return "\n".join(out), len(replaced)
+    return "\n".join(out), len(replaced) + builtins

@@ -32,6 +32,7 @@ Where hivmc is there (an NPU host with CANN), the compile simply completes.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -246,6 +247,7 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
 
 
 # --- the kernel-level entry, with the cache ------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
 def _pipeline_digest() -> str:
     """Changes whenever the code of this pipeline does (so a cached verdict never outlives it)."""
     here = os.path.dirname(os.path.abspath(__file__))

@@ -111,12 +111,20 @@ def _verified(path: str, mtime: float, size: int) -> bool:
     return sha256(path) == ADAPTER_SHA256
 
 
+def _from_env(var):
+    """(path, why not, where from) of a tool named by an environment variable, or None if unset."""
+    env = os.environ.get(var, "").strip()
+    if not env:
+        return None
+    if _executable(env):
+        return env, "", f"${var}"
+    return None, f"{var}={env} is not an executable file", ""
+
+
 def _find_adapter():
-    env = os.environ.get(ADAPTER_ENV, "").strip()
-    if env:
-        if _executable(env):
-            return env, "", f"${ADAPTER_ENV}"
-        return None, f"{ADAPTER_ENV}={env} is not an executable file", ""
+    named = _from_env(ADAPTER_ENV)
+    if named:
+        return named
     installed = _installed_triton_ascend_adapter()
     if installed:
         return installed, "", "the installed triton-ascend"
@@ -133,11 +141,9 @@ def _find_adapter():
 
 
 def _find_compiler():
-    env = os.environ.get(COMPILER_ENV, "").strip()
-    if env:
-        if _executable(env):
-            return env, "", f"${COMPILER_ENV}"
-        return None, f"{COMPILER_ENV}={env} is not an executable file", ""
+    named = _from_env(COMPILER_ENV)
+    if named:
+        return named
     # CANN's (an NPU host: set_env.sh puts it on PATH), as triton-ascend's _get_npucompiler_path looks
     on_path = shutil.which("bishengir-compile")
     if on_path:

@@ -5,10 +5,19 @@
 # its own venv (scripts/triton_venv.sh, scripts/triton_ascend_double.sh: only triton is
 # installed there, over .venv's packages; cached, so a second run only checks stamps).
 # TRITON_DIST_EXTRA_TRITONS="" skips the extra venvs.
+#
+# The whole suite also compiles every kernel of the kernel library, the examples and the upstream
+# scenarios it launches with the real NPU compilers (--npu-compile, docs/ascend.md "The real
+# compilers on every kernel"): a kernel they refuse fails the test that launched it; where the
+# compilers cannot be had this says so and compiles nothing.  TRITON_DIST_NPU_COMPILE=0 leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python -m pytest -n auto -q "$@"
+NPU_COMPILE=()
+if [ "${TRITON_DIST_NPU_COMPILE-1}" != 0 ]; then
+  NPU_COMPILE=(--npu-compile --npu-compile-sources triton_dist/kernels,examples,tests/upstream_scenarios)
+fi
+.venv/bin/python -m pytest -n auto -q "${NPU_COMPILE[@]}" "$@"
 # the tests that exercise the interpreter adapters (sim/tritonapi/): conformance of the device
 # primitives and the kernel library against torch; the schedule sweeps and torchrun runs
 # test the scheduler and the launcher, which do not depend on the triton release

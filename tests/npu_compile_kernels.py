@@ -1,13 +1,16 @@
 """Kernels that tests/test_npu_compile.py and benchmarks/npu_compile.py hand to the real NPU compilers.
 
 Module-level, so `triton-dist npu-compile tests/npu_compile_kernels.py::NAME` reaches them too.
-One kernel per group of distributed ops of triton_dist/symbols.py (OPS says which op is where);
-barrier_all has a kernel of its own (a known compiler crash in vector-only kernels, docs/ascend.md).
+One kernel per group of distributed ops of triton_dist/symbols.py (OPS says which op is where;
+the ids and the RMA ops are tests/hivm_forms.py's kernels); barrier_all has a kernel of its own
+(with the result of another op stored, a compiler crash in vector-only kernels, docs/ascend.md).
 """
 import triton
 import triton.language as tl
 
+import hivm_forms as H
 import triton_dist.language as dl
+from triton.language.extra.cann.extension import sub_vec_id  # triton-ascend's, or the simulator's (sim/compat/cann.py)
 from triton_dist.language.extra import libshmem_device as shm
 
 
@@ -43,31 +46,15 @@ def dot_fp16(a, b, c, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
 
 
 @triton.jit
-def _maybe_dot(x, y, DOT: tl.constexpr):
-    if DOT:
-        offs = tl.arange(0, 16)[:, None] * 16 + tl.arange(0, 16)[None, :]
-        tl.store(y + offs, tl.dot(tl.load(x + offs), tl.load(x + offs)))
-
-
-@triton.jit
-def ops_ids(out, x, y, DOT: tl.constexpr):
-    _maybe_dot(x, y, DOT)
-    v = dl.rank() + dl.num_ranks() + shm.my_pe() + shm.n_pes()
-    v += shm.team_my_pe(shm.ACLSHMEM_TEAM_WORLD) + shm.team_n_pes(shm.ACLSHMEM_TEAM_WORLD)
-    v += shm.team_translate_pe(shm.ACLSHMEM_TEAM_WORLD, 0, shm.ACLSHMEM_TEAM_WORLD)
-    tl.store(out, v)
-
-
-@triton.jit
 def ops_pointers(p, peer, x, y, DOT: tl.constexpr):
-    _maybe_dot(x, y, DOT)
+    H._dot(x, y, DOT)
     tl.store(dl.symm_at(p, peer) + tl.arange(0, 8), tl.load(p + tl.arange(0, 8)))
     tl.store(shm.remote_ptr(p + 1, peer), tl.load(p))
 
 
 @triton.jit
 def ops_signals(sig, sig64, out, peer, x, y, DOT: tl.constexpr):
-    _maybe_dot(x, y, DOT)
+    H._dot(x, y, DOT)
     dl.notify(sig, peer, signal=1, sig_op="add")
     dl.notify(sig64, peer, signal=1, sig_op="set")
     tok = dl.wait(sig + 16, 2, "sys", "acquire", waitValue=3)
@@ -78,19 +65,9 @@ def ops_signals(sig, sig64, out, peer, x, y, DOT: tl.constexpr):
 
 
 @triton.jit
-def ops_rma(a, b, sig, peer, x, y, DOT: tl.constexpr):
-    _maybe_dot(x, y, DOT)
-    shm.putmem(a, b, 64, peer)
-    shm.getmem(a + 16, b, 64, peer)
-    shm.putmem_nbi(a, b + 16, 64, peer)
-    shm.getmem_nbi(a, b, 64, peer)
-    shm.putmem_signal(a, b, 64, sig, 1, shm.ACLSHMEM_SIGNAL_SET, peer)
-    shm.putmem_signal_nbi(a, b, 64, sig + 16, 1, shm.ACLSHMEM_SIGNAL_ADD, peer)
-
-
-@triton.jit
 def ops_sync(sig, sig64, peer, x, y, DOT: tl.constexpr):
-    _maybe_dot(x, y, DOT)
+    """hivm_forms.f_sync without barrier_all (which has a kernel of its own, ops_barrier_all)."""
+    H._dot(x, y, DOT)
     shm.int_p(sig, 1, peer)
     shm.int64_p(sig64, 1, peer)
     shm.signal_op(sig, 1, shm.ACLSHMEM_SIGNAL_ADD, peer)
@@ -105,7 +82,7 @@ def ops_sync(sig, sig64, peer, x, y, DOT: tl.constexpr):
 
 @triton.jit
 def ops_barrier_all(out, x, y, DOT: tl.constexpr):
-    _maybe_dot(x, y, DOT)
+    H._dot(x, y, DOT)
     shm.barrier_all()
     tl.store(out, 1)
 
@@ -117,14 +94,22 @@ def consume_a_tile_of_pointers(sig, buf):
     tl.store(buf + 8 + tl.arange(0, 4), tl.load(p))
 
 
+@triton.jit
+def on_sub_core_0(ptr):
+    """As upstream's Ascend tests write it: only vector sub-core 0 of each block adds its rank."""
+    pid = tl.program_id(0)
+    if sub_vec_id() == 0:
+        tl.store(ptr + pid, tl.load(ptr + pid) + dl.rank())
+
+
 DOT_SIG = {"x": "*fp32", "y": "*fp32"}
 # kernel -> its signature (with the dot's operands) and the dl / libshmem_device ops it calls
 OPS = {
-    ops_ids: ({"out": "*i32"}, ("rank", "num_ranks", "my_pe", "n_pes", "team_my_pe", "team_n_pes",
+    H.f_ids: ({"out": "*i32"}, ("rank", "num_ranks", "my_pe", "n_pes", "team_my_pe", "team_n_pes",
                                 "team_translate_pe")),
     ops_pointers: ({"p": "*fp32", "peer": "i32"}, ("symm_at", "remote_ptr")),
     ops_signals: ({"sig": "*i32", "sig64": "*i64", "out": "*i32", "peer": "i32"}, ("notify", "wait", "consume_token")),
-    ops_rma: ({"a": "*fp16", "b": "*fp16", "sig": "*i32", "peer": "i32"},
+    H.f_rma: ({"a": "*fp16", "b": "*fp16", "sig": "*i32", "peer": "i32"},
               ("putmem", "getmem", "putmem_nbi", "getmem_nbi", "putmem_signal", "putmem_signal_nbi")),
     ops_sync: ({"sig": "*i32", "sig64": "*i64", "peer": "i32"},
                ("int_p", "int64_p", "signal_op", "signal_wait_until", "quiet", "fence", "barrier_all_vec", "barrier",

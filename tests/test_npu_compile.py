@@ -199,6 +199,22 @@ def test_the_call_check_refuses_what_does_not_link():
     assert p.symbol == "aclshmem_ptr_float" and p.problem == ""
 
 
+def test_sub_vec_id_lowers_to_the_hivm_op_triton_ascend_emits():
+    """triton-ascend's main line builds hivm::GetSubBlockIdxOp and marks the module
+    hivm.disable_auto_tile_and_bind_subblock (third_party/ascend/ascend_ir.cc:703-712 at a84b1eb5)."""
+    from triton_dist.backend_ascend import lower
+    text = lower(K.on_sub_core_0, {"ptr": "*i32"})
+    assert text.startswith("module attributes {hivm.disable_auto_tile_and_bind_subblock} {")
+    assert "= hivm.hir.get_sub_block_idx -> i64" in text and "triton_dist.sub_vec_id" not in text
+
+
+@needs_tools
+def test_a_kernel_using_sub_vec_id_compiles():
+    out = pipeline.compile_kernel(K.on_sub_core_0, {"ptr": "*i32"})
+    assert out.accepted, out.report()
+    assert out.symbols == ["aclshmem_my_pe"]
+
+
 # --- what the 3.2.0 tools cannot do (docs/ascend.md, "What the real compilers refuse") ---------------------------
 @needs_tools
 def test_barrier_all_with_a_dist_result_stored_in_a_vector_kernel_crashes_bishengir():
@@ -372,3 +388,16 @@ def test_every_known_limit_still_reproduces(limit, tmp_path, monkeypatch):
     assert status == "known-limit", (status, getattr(out, "errors", out))
     assert any(limit.error in e for e in out.errors)
     assert known_limits.match(limit.kernel, ["some other error"]) is None
+
+
+def test_only_the_kernels_under_the_sources_are_compiled(monkeypatch):
+    from triton_dist.backend_ascend import compile_check
+    fn = getattr(K.vector_add, "fn", K.vector_add)
+    monkeypatch.setenv(compile_check.SOURCES_ENV, os.path.join(ROOT, "triton_dist", "kernels"))
+    assert not compile_check._wanted(fn)
+    monkeypatch.setenv(compile_check.SOURCES_ENV, f"{os.path.join(ROOT, 'examples')},{KERNELS}")
+    assert compile_check._wanted(fn)
+    monkeypatch.setenv(compile_check.SOURCES_ENV, HERE)
+    assert compile_check._wanted(fn)
+    monkeypatch.setenv(compile_check.SOURCES_ENV, HERE + "_not")      # a prefix of the name is not the directory
+    assert not compile_check._wanted(fn)

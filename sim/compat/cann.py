@@ -97,6 +97,9 @@ class SYNC_IN_VF(enum.Enum):
 @_builtin
 def sub_vec_id(_semantic=None):
     """The index (0/1) of the vector sub-core running this instance (0 outside mix kernels)."""
+    if not D.interpreting(_semantic):       # compiled: the Ascend lowering emits its HIVM op (backend_ascend/hivm.py)
+        from triton_dist.language import _emit
+        return _emit.emit("sub_vec_id", [], _semantic)
     return tl.tensor(_builder(_semantic, "sub_vec_id").create_get_sub_vec_id(), tl.int64)
 
 

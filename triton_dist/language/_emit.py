@@ -19,6 +19,11 @@ its options from the other `triton_dist.*` attributes (never from names or text)
 | wait            | ptr, n:i32, wait_value:<elem>     | i32 (token)   | scope, semantic                    |
 | consume_token   | value, token                      | value's type  | -                                  |
 | extern_call     | the call's arguments              | ret (or void) | lib_name, lib_path                 |
+| sub_vec_id      | -                                 | i64           | -                                  |
+
+sub_vec_id is not a distributed op: it is triton-ascend's builtin (triton.language.extra.cann.
+extension, sim/compat/cann.py where no triton-ascend is installed), carried the same way so that
+the Ascend lowering can emit its HIVM op (backend_ascend/hivm.py, HIVM_BUILTINS).
 
 `symbol` is the aclshmem symbol for extern_call and `triton_dist.<op>` for the dl ops
 (their symbol depends on types the lowering reads from the IR, SEMANTICS §6).
@@ -49,7 +54,7 @@ CARRIER_LIBNAME = "triton_dist.dist"
 ATTR_PREFIX = "triton_dist."
 OP_ATTR = ATTR_PREFIX + "op"
 VOID_ATTR = ATTR_PREFIX + "void"
-CARRIER_OPS = ("rank", "num_ranks", "symm_at", "notify", "wait", "consume_token", "extern_call")
+CARRIER_OPS = ("rank", "num_ranks", "symm_at", "notify", "wait", "consume_token", "extern_call", "sub_vec_id")
 
 
 def _tensor(x, _semantic, dtype=None):
@@ -137,6 +142,8 @@ def emit(op, operands, _semantic, **attrs):
         value = _tensor(value, _semantic)
         return _carrier(_semantic, op, ATTR_PREFIX + op, [value, _tensor(token, _semantic)],
                         value.type, _pure(op), {})
+    if op == "sub_vec_id":
+        return _carrier(_semantic, op, ATTR_PREFIX + op, [], tl.int64, True, {})
     if op == "extern_call":
         ret = attrs.get("ret")
         ret_ty = None if ret is None or ret == () else ret

@@ -19,6 +19,8 @@ Options:
   --npu-compile          also compile every kernel the simulator launches with the real NPU
                          compilers (docs/ascend.md); a refusal fails the test that launched it,
                          and the session ends with one line: accepted, refused, skipped
+  --npu-compile-sources PATHS
+                         only the kernels defined under these files/directories (comma list)
 Marker: @pytest.mark.backend("npu") runs a test only where that backend is selected and
 available.  A failing test prints one line that replays it exactly.
 
@@ -186,6 +188,9 @@ def pytest_addoption(parser):
                 help="also compile every kernel launched on the simulator with the real NPU compilers "
                      "(triton-ascend's triton-adapter-opt, AscendNPU-IR's bishengir-compile; cached on disk); a "
                      "kernel they refuse fails its test")
+    g.addoption("--npu-compile-sources", default=None, metavar="PATHS",
+                help="with --npu-compile: only kernels defined under these files or directories (comma list, "
+                     "e.g. triton_dist/kernels,examples)")
 
 
 def _requested(config) -> list | None:
@@ -223,6 +228,8 @@ def pytest_configure(config):
         raise pytest.UsageError("--sim-seeds needs --sim-schedule random or pct")
     if config.getoption("--npu-compile"):
         _npu_compile_configure(config)
+    elif config.getoption("--npu-compile-sources"):
+        raise pytest.UsageError("--npu-compile-sources needs --npu-compile")
 
 
 def _apply_options(config) -> None:
@@ -399,11 +406,15 @@ def _triton_dist_forget_last_launch():
 # checked to one log (TRITON_DIST_NPU_COMPILE_LOG) that the controller sums up at the end.
 _CHECKS_ENV = "TRITON_DIST_LAUNCH_CHECKS"
 _LOG_ENV = "TRITON_DIST_NPU_COMPILE_LOG"
+_SOURCES_ENV = "TRITON_DIST_NPU_COMPILE_SOURCES"
 
 
 def _npu_compile_configure(config) -> None:
-    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LOG_ENV)}
+    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LOG_ENV, _SOURCES_ENV)}
     config._triton_dist_npu_env = saved
+    sources = config.getoption("--npu-compile-sources")
+    if sources:
+        os.environ[_SOURCES_ENV] = ",".join(os.path.abspath(p.strip()) for p in sources.split(",") if p.strip())
     names = [n for n in (saved[_CHECKS_ENV] or "").split(",") if n.strip()]
     if "npu-compile" not in names:
         os.environ[_CHECKS_ENV] = ",".join(names + ["npu-compile"])
