@@ -7,7 +7,7 @@ reading of MLIR's printed form, and splitting them would spread that one contrac
 Input: a TTIR module (text) in which the distributed ops are carried as
 `tt.extern_elementwise` ops of library CARRIER_LIBNAME (triton_dist/language/_emit.py
 says how).  Output: the same text in which every carrier became one `hivm.hir.custom`
-op named "dist.<symbol>" (SEMANTICS.md §6); every other line is left exactly as it was,
+op named "dist.<symbol>" (docs/semantics.md §6); every other line is left exactly as it was,
 apart from the few `arith` / `tensor.empty` lines a conversion needs, inserted just
 before the custom op.
 
@@ -185,7 +185,7 @@ def _tensor_parts(ty: str):
 
 
 def type_name(elem: str, what: str) -> str:
-    """The symbol type name of an MLIR element type (SEMANTICS §6), or a LoweringError."""
+    """The symbol type name of an MLIR element type (docs/semantics.md §6), or a LoweringError."""
     name = S.IR_TYPE_NAMES.get(elem)
     if name is None:
         raise LoweringError(
@@ -454,7 +454,7 @@ def _lower_notify(c: Carrier, where, names) -> Lowered:
 
 def custom_op(symbol, operands, *, core, gm, effects, bitcode=None, result=None, result_type=None,
               outs=None, loc=""):
-    """One `hivm.hir.custom` op as text (the form SEMANTICS.md section 6 gives), on either side of
+    """One `hivm.hir.custom` op as text (the form docs/semantics.md §6 gives), on either side of
     ttadapter: operands [(name, type)], gm the indices of the operands that are kernel arguments,
     result/result_type the SSA name and type it defines (None: no result), outs the init tensor
     of a tensor result."""

@@ -1,6 +1,6 @@
 """The NPU runtime path (backend="npu"): shmem (hicann/shmem) symmetric heap, torch_npu, hccl.
 
-Host side, as SEMANTICS.md §5 describes the `shmem` package:
+Host side, as docs/semantics.md §5 describes the `shmem` package:
 
     ash.set_conf_store_tls(False, "")
     a = ash.InitAttr(); a.my_rank, a.n_ranks, a.local_mem_size, a.ip_port = ...

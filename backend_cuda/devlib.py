@@ -543,7 +543,7 @@ done:
   ret void
 }
 
-; aclshmem_barrier_all: the centralized pull barrier with the +1 rule (SEMANTICS section 3).
+; aclshmem_barrier_all: the centralized pull barrier with the +1 rule (docs/semantics.md §3).
 define internal void @td_barrier_all(i32 %site) #0 {
 entry:
   %me = call i32 @td_get32(i32 @RANK@)

@@ -12,8 +12,8 @@ docs/device_model.md):
   other core's cache (the storing core's own cached copy of the line, if any, gets the new
   bytes too, so a core reads its own writes: inferred, not verified);
 - the device library's own scalar stores (signal SET, the barrier's flag and counter) are
-  Ascend C scalar stores through the cache, each followed by dcci of its line (SEMANTICS
-  §3): a SET writes back the whole line, so SETs to different bytes of one line can lose
+  Ascend C scalar stores through the cache, each followed by dcci of its line
+  (docs/semantics.md §3): a SET writes back the whole line, so SETs to different bytes of one line can lose
   each other's update.
 Block accesses (DMA), atomics and the device library's ADD bypass the cache.
 

@@ -1,6 +1,6 @@
 """A kernel's stores to global memory are DMAs: in flight until something completes them.
 
-Where the rule comes from: docs/device_model.md (evidence D and A in /work/notes/evidence.md).
+Where the rule comes from: docs/device_model.md (the rows on DMA stores) and docs/semantics.md §1.
 On an Atlas A2 a block `tl.store` (and triton-ascend's scalar `tl.store`, which becomes a
 1-element tensor store) is an MTE3 transfer UB -> GM, while a signal (`notify`, `signal_op`,
 `int_p`) is a scalar store + dcci on the scalar pipe with no pipe barrier before it, and

@@ -5,7 +5,7 @@ lines, kept in one table-like file so it reads against triton_dist/symbols.py ro
 
 Keys are the `family` column of triton_dist/symbols.py (the aclshmem symbol without its
 type), so what the simulator runs is, name for name, what the NPU would link.  Each
-function follows SEMANTICS.md §3: SET = scalar store + dcci of the line; ADD = hardware
+function follows docs/semantics.md §3: SET = scalar store + dcci of the line; ADD = hardware
 atomic that bypasses the cache; waits dcci the slot every round; quiet/fence clean the
 whole cache; barrier_all is the pull barrier with the +1 rule.
 """
@@ -336,7 +336,7 @@ def complete_pending(c):
 
 def _quiet(rt, what):
     """Pipe barrier (all issued transfers complete) + dcci of the entire cache: what the device
-    library does for both quiet and fence (SEMANTICS section 3)."""
+    library does for both quiet and fence (docs/semantics.md §3)."""
     c = _core_or_error(what)
     complete_pending(c)
     if rt.observers is not None:
@@ -358,7 +358,7 @@ def fence(rt):
 # ---- barrier -----------------------------------------------------------------------------------
 
 def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
-    """The centralized pull barrier of the device library (SEMANTICS §3), over the members of
+    """The centralized pull barrier of the device library (docs/semantics.md §3), over the members of
     `team`, with that team's counter and flags (sim/teams.py)."""
     c = _core_or_error(what)
     t = teams.get(rt, team)

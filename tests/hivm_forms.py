@@ -5,7 +5,7 @@ tests/test_symbols_exist.py (each symbol is one the aclshmem wrapper library def
 
 The grid: every dl / libshmem_device op x every element type it takes x both core types
 the lowering assigns (VECTOR in a module without a dot, CUBE_AND_VECTOR where the module
-holds one: SEMANTICS.md section 6).  A form is one `hivm.hir.custom` op as printed, with
+holds one: docs/semantics.md §6).  A form is one `hivm.hir.custom` op as printed, with
 its SSA names abstracted; it is verified inside a `func.func` whose arguments are its
 operands (bishengir-opt has no Triton dialect, so `!tt.ptr<...>` stays an opaque type
 under --allow-unregistered-dialect; the CustomOp parser and verifier are HIVM's own).

@@ -1,6 +1,6 @@
 """backend "cuda" on the CPU: the device library assembles, defines every aclshmem symbol a
 kernel can call, and every kernel (the conformance kernels and the library's) compiles for
-an H100/H200 (sm_90) down to a cubin, calling the symbols SEMANTICS.md section 6 names.
+an H100/H200 (sm_90) down to a cubin, calling the symbols docs/semantics.md §6 names.
 
 Compilation needs no GPU (Triton ships ptxas); it runs in a child process started with
 TRITON_DIST_BACKEND=cuda, because this test process interprets kernels for the simulator.

@@ -1,6 +1,6 @@
-"""The simulator models the NPU, not an idealised machine (SEMANTICS.md §1, §3).
+"""The simulator models the NPU, not an idealised machine (docs/semantics.md §1, §3).
 
-Each test's oracle is a fact of SEMANTICS.md: stale scalar reads without dcci, lost
+Each test's oracle is a fact of docs/semantics.md: stale scalar reads without dcci, lost
 updates inside one 64-byte line, the +1 rule of the pull barrier, and determinism of
 seeded schedules.
 

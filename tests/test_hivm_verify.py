@@ -68,7 +68,7 @@ def test_every_form_parses_and_verifies(case, core):
     found = H.forms(text)
     assert found, f"{cid}: no hivm.hir.custom in\n{text}"
     cores = {_core_of(op) for op in found}
-    # SEMANTICS.md section 6: in a module with a dot the ops outside the prefix table are
+    # docs/semantics.md §6: in a module with a dot the ops outside the prefix table are
     # CUBE_AND_VECTOR; without one, only aclshmem_barrier_all is.
     if cid.startswith(("ids", "ptr", "notify", "wait", "consume")):
         assert cores == {core}, (cid, core, cores)

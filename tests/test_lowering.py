@@ -1,9 +1,9 @@
-"""The HIVM lowering of the distributed ops (SEMANTICS.md §6), checked on a CPU.
+"""The HIVM lowering of the distributed ops (docs/semantics.md §6), checked on a CPU.
 
-Why one long file: one golden check per op and form against SEMANTICS.md §6, sharing one
+Why one long file: one golden check per op and form against docs/semantics.md §6, sharing one
 reader of HIVM text; the cases read best side by side with the table they check.
 
-Oracles: the symbol names, attributes and numbers written in SEMANTICS.md §4 and §6
+Oracles: the symbol names, attributes and numbers written in docs/semantics.md §4 and §6
 (and, for libshmem_device functions, the one symbol table the simulator is keyed by),
 never the lowering's own output.  The HIVM ops are read back with a small parser
 written here, independent of backend_ascend.
@@ -24,7 +24,7 @@ from triton_dist.errors import TritonDistError
 from hivm_forms import _split  # noqa: E402 - one bracket-aware comma splitter for both readers of HIVM text
 from triton_dist.language.extra import libshmem_device as shm
 
-# --- SEMANTICS §6, written out -----------------------------------------------------------------
+# --- docs/semantics.md §6, written out -----------------------------------------------------------------
 TYPE_NAMES = {"bf16": "bfloat16", "fp16": "half", "fp32": "float", "i8": "int8", "i16": "int16",
               "i32": "int32", "i64": "int64"}
 IR_ELEM = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64"}

@@ -218,7 +218,7 @@ def test_a_kernel_using_sub_vec_id_compiles():
 # --- what the 3.2.0 tools cannot do (docs/ascend.md, "What the real compilers refuse") ---------------------------
 @needs_tools
 def test_barrier_all_with_a_dist_result_stored_in_a_vector_kernel_crashes_bishengir():
-    """shm.barrier_all() is CUBE_AND_VECTOR (SEMANTICS.md section 6); in a vector-only kernel that stores
+    """shm.barrier_all() is CUBE_AND_VECTOR (docs/semantics.md §6); in a vector-only kernel that stores
     the result of another distributed op, bishengir-compile 1.2.0 dies in hivm-mark-real-core-type."""
     src = textwrap.dedent('''
         import triton

@@ -8,7 +8,7 @@ Tests marked `npu` run the same conformance checks as the simulator, on real NPU
 distributed lowering); they skip, naming what is missing, on any other machine.  The
 unmarked tests check what a CPU machine can: nothing NPU-related is imported by
 triton_dist, the backend refuses clearly, and its configuration is read as documented.
-Oracles: SEMANTICS.md §4-§5 and the arithmetic of each test.
+Oracles: docs/semantics.md §4-§5 and the arithmetic of each test.
 """
 import os
 import subprocess
@@ -67,7 +67,7 @@ def test_engine_selection():
         assert R.engine_from_env(name) == name.upper()
     with pytest.raises(TritonDistError, match=r"TRITON_DIST_OP_ENGINE must be one of MTE, SDMA, ROCE, UDMA"):
         R.engine_from_env("NVLINK")
-    # the numbers shmem's OpEngineType uses (SEMANTICS §4)
+    # the numbers shmem's OpEngineType uses (docs/semantics.md §4)
     from triton_dist import symbols as S
     assert S.OP_ENGINE_TYPES == {"MTE": 0x1, "SDMA": 0x2, "ROCE": 0x4, "UDMA": 0x8}
 
@@ -202,7 +202,7 @@ def test_a_template_library_with_the_wrappers_needs_no_bitcode(monkeypatch, tmp_
 
 
 def test_the_published_ascendnpu_ir_has_no_aclshmem_wrappers():
-    """What NPU_EVIDENCE.md says of the ascendnpu-ir 1.2.0 wheel, checked on its files: its
+    """What docs/ascend.md ("The aclshmem wrapper bitcode") says of the ascendnpu-ir 1.2.0 wheel, checked on its files: its
     template bitcode stores _mlir_ciface_* names verbatim, none of them aclshmem ones."""
     from triton_dist.backend_ascend import npu_compile
     dirs = [d for d in npu_compile.template_library_dirs() if "ascendnpuir" in d]

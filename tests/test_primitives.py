@@ -1,4 +1,4 @@
-"""Semantics of every dl primitive and libshmem_device function (SEMANTICS.md §3).
+"""Semantics of every dl primitive and libshmem_device function (docs/semantics.md §3).
 
 Every test runs on each backend of the `backend` fixture (the simulator, and the GPUs of a
 session started with TRITON_DIST_BACKEND=cuda --backend cuda); tensors a kernel touches live

@@ -521,7 +521,7 @@ def _sync_barrier_kernel(sync, epoch, SLOT: tl.constexpr):
     # upstream test_put_get_mem's hand-made barrier: my slot := epoch, pushed to the peer with
     # putmem_signal whose data and signal are the same 4 bytes, then wait for the peer's slot.
     # Slots 64 bytes apart here: upstream's adjacent int32 slots share a line, and a SET's
-    # whole-line write-back may then lose the neighbour's update (SEMANTICS §1), another matter.
+    # whole-line write-back may then lose the neighbour's update (docs/semantics.md §1), another matter.
     me = dl.rank()
     peer = 1 - me
     tl.store(sync + me * SLOT, epoch)

@@ -2,13 +2,13 @@
 
 Both the simulator (sim/primitives.py registers one implementation per symbol family)
 and the HIVM lowering (backend_ascend) read this table, so what the simulator runs is,
-name for name, what the NPU would link.  Facts from SEMANTICS.md §3-§6.
+name for name, what the NPU would link.  Facts from docs/semantics.md §3-§6.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# --- constants (SEMANTICS §4) -------------------------------------------------------
+# --- constants (docs/semantics.md §4) -------------------------------------------------------
 ACLSHMEM_SIGNAL_SET = 0
 ACLSHMEM_SIGNAL_ADD = 1
 # The distributed dialect numbers SET/ADD differently from the device library.
@@ -38,7 +38,7 @@ def signal_slot_stride(itemsize: int) -> int:
     return CACHE_LINE_BYTES // itemsize
 
 
-# --- type names used in symbols (SEMANTICS §6) -----------------------------------------
+# --- type names used in symbols (docs/semantics.md §6) -----------------------------------------
 # Keyed by triton dtype name.  Exactly the element types AscendNPU-IR's aclshmem wrapper
 # library instantiates its typed wrappers for (bishengir/lib/Template/lib/Shmem/Shmem.cpp:
 # ACLSHMEM_PTR_WRAPPER, ACLSHMEM_EXPAND_GETPUT_MEM_OPS, ... over half, float, bfloat16,
@@ -146,7 +146,7 @@ RMA_OPS = ("putmem", "getmem", "putmem_nbi", "getmem_nbi", "putmem_signal", "put
 
 
 def notify_symbol(signal_type: str, sig_op: str) -> str:
-    """Symbol for dl.notify by signal dtype (SEMANTICS §4, §6); raises on what Ascend forbids."""
+    """Symbol for dl.notify by signal dtype (docs/semantics.md §4, §6); raises on what Ascend forbids."""
     if sig_op not in SIG_OPS:
         raise ValueError(f"dl.notify: sig_op must be one of {sorted(SIG_OPS)}, got {sig_op!r}")
     if signal_type == "int32":
@@ -237,7 +237,7 @@ def family_of(symbol: str) -> str:
     return symbol
 
 
-# --- element types as the lowering reads them from TTIR (SEMANTICS §6) --------------------
+# --- element types as the lowering reads them from TTIR (docs/semantics.md §6) --------------------
 # TTIR integers are signless, so an IR type names the signed type of its width; the one
 # unsigned symbol (aclshmem_uint64_p) is chosen from the dtype the frontend recorded.
 IR_TYPE_NAMES = {

@@ -2,12 +2,12 @@
 
 Every PE reserves one heap of the same size; an allocation lands at the same offset in
 every heap because every rank makes the same calls in the same order and the allocator
-is deterministic first-fit (SEMANTICS section 2).  The start of each heap holds the device
+is deterministic first-fit (docs/semantics.md §2).  The start of each heap holds the device
 library's own state.
 """
 from __future__ import annotations
 
-# Allocation alignment: 512 bytes is what cube+vector ops want on Ascend (SEMANTICS §1),
+# Allocation alignment: 512 bytes is what cube+vector ops want on Ascend (docs/semantics.md §1),
 # and it keeps every allocation 64-byte aligned for signal slots.
 ALIGN = 512
 # The start of every heap is reserved for the device library's own state: barrier

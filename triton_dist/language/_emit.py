@@ -26,7 +26,7 @@ extension, sim/compat/cann.py where no triton-ascend is installed), carried the 
 the Ascend lowering can emit its HIVM op (backend_ascend/hivm.py, HIVM_BUILTINS).
 
 `symbol` is the aclshmem symbol for extern_call and `triton_dist.<op>` for the dl ops
-(their symbol depends on types the lowering reads from the IR, SEMANTICS §6).
+(their symbol depends on types the lowering reads from the IR, docs/semantics.md §6).
 `signal_dtype` is the Triton name of the signal's element type ("int32", "int64",
 "uint64"): the IR's integer types are signless, so int64 and uint64 are told apart by it.
 An op without a result (`triton_dist.void`) still has one i32 result, because
