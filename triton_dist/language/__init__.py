@@ -2,7 +2,7 @@
 
     import triton_dist.language as dl
 
-Signatures follow Triton-distributed (SEMANTICS.md §5).  Each op is a Triton builtin:
+Signatures follow Triton-distributed (docs/semantics.md §5).  Each op is a Triton builtin:
 interpreted, it runs on the active backend (the simulator); compiled, it is emitted into
 the kernel's IR (triton_dist.language._emit).
 """
@@ -76,7 +76,7 @@ RANK = "a rank: an integer in 0..num_ranks()-1"
 
 
 def check_value_fits(ptr, value, what, _semantic):
-    """Reject a signal/wait value that does not fit the signal's dtype (SEMANTICS: it would be
+    """Reject a signal/wait value that does not fit the signal's dtype (docs/device_model.md: it would be
     truncated; 2**32 waited on an int32 slot is 0).  One rule for every backend: a constant
     is checked when compiling too, a value known only at run time where it is known (the
     simulator)."""
@@ -92,7 +92,15 @@ def check_value_fits(ptr, value, what, _semantic):
 
 @dist_builtin
 def rank(axis=-1, _semantic=None):
-    """This PE's rank (aclshmem_my_pe), int32."""
+    """This PE's rank, 0..num_ranks()-1.
+
+    Dtypes: returns int32.  `axis` is taken for compatibility with Triton-distributed (device
+    meshes); only -1, the whole world, has a meaning here.
+    NPU: reads the device library's state at a fixed place; no memory traffic, pure
+    (docs/semantics.md §2).
+    Symbol: aclshmem_my_pe (the lowering drops the axis operand).
+    Simulator: the rank of the process running the kernel.
+    """
     if D.interpreting(_semantic):
         return D.scalar(D.run("aclshmem_my_pe"), tl.int32)
     return _compiled("rank", [], _semantic, axis=D.unwrap(axis))
@@ -100,7 +108,13 @@ def rank(axis=-1, _semantic=None):
 
 @dist_builtin
 def num_ranks(axis=-1, _semantic=None):
-    """The number of PEs (aclshmem_n_pes), int32."""
+    """The number of PEs (ranks) of the job.
+
+    Dtypes: returns int32; `axis` as for dl.rank.
+    NPU: reads the device library's state; pure (docs/semantics.md §2).
+    Symbol: aclshmem_n_pes (the axis operand dropped).
+    Simulator: the world size of the launch.
+    """
     if D.interpreting(_semantic):
         return D.scalar(D.run("aclshmem_n_pes"), tl.int32)
     return _compiled("num_ranks", [], _semantic, axis=D.unwrap(axis))
@@ -108,7 +122,17 @@ def num_ranks(axis=-1, _semantic=None):
 
 @dist_builtin
 def symm_at(ptr, rank, _semantic=None):
-    """The address of `ptr`'s symmetric counterpart on PE `rank` (same pointer type)."""
+    """The address of `ptr`'s counterpart in the symmetric heap of PE `rank`.
+
+    Dtypes: `ptr` a scalar pointer into the local symmetric heap (a tensor from
+    triton_dist.symm_tensor, or an offset into one), element type bf16, fp16, fp32, int8..int64
+    or uint8..uint64; `rank` an int32 in 0..num_ranks()-1.  Returns a pointer of ptr's type.
+    NPU: address arithmetic only, `heap_base[rank] + (ptr - my_heap_base)`; loads and stores
+    through the result reach the peer's memory (docs/semantics.md §2).
+    Symbol: aclshmem_ptr_<type> (e.g. aclshmem_ptr_float).
+    Simulator: the same arithmetic over the simulated heaps, which every rank maps; a pointer
+    outside the local heap or a rank out of range is a TritonDistError naming the kernel line.
+    """
     _scalar_ptr(ptr, "dl.symm_at")
     check_int_arg(rank, "dl.symm_at", "rank", "int32", RANK, _semantic)
     if D.interpreting(_semantic):
@@ -120,7 +144,22 @@ def symm_at(ptr, rank, _semantic=None):
 
 @dist_builtin
 def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic=None):
-    """Set or add `signal` to the signal at `ptr` on PE `rank` (int32: set/add; int64/uint64: set)."""
+    """Set, or add `signal` to, the signal slot at `ptr` on PE `rank`.
+
+    Dtypes: `ptr` a scalar pointer to a signal in the symmetric heap: int32 (sig_op "set" or
+    "add") or int64/uint64 ("set" only); `rank` an int32 in 0..num_ranks()-1; `signal` an
+    integer that fits the slot's dtype.  `sig_op` is "set" or "add"; `comm_scope` ("gpu",
+    "intra_node", "inter_node") is carried as an attribute and changes nothing on Ascend.
+    NPU: SET is a scalar store to the peer's slot and a dcci of its line (not atomic); ADD an
+    atomic add that bypasses the data cache.  There is no pipe barrier before it: data written
+    by tl.store before the notify may land after it, so put libshmem_device.fence() between
+    them (docs/semantics.md §1, §3).
+    Symbol: aclshmemx_signal_op for an int32 signal (0 for set, 1 for add);
+    aclshmem_int64_p / aclshmem_uint64_p for a 64-bit one.
+    Simulator: SET goes through the core's modelled data cache and is written back by its dcci;
+    ADD is an atomic add; the kernel's earlier stores are DMAs in flight that may land after it
+    (sim/primitives.py, sim/dma.py).
+    """
     _scalar_ptr(ptr, "dl.notify")
     check_int_arg(rank, "dl.notify", "rank", "int32", RANK, _semantic)
     sig_op, comm_scope = D.unwrap(sig_op), D.unwrap(comm_scope)
@@ -147,7 +186,20 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
 
 @dist_builtin
 def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None):
-    """Wait until each of `numBarriers` signal slots (64 bytes apart) equals `waitValue`; returns a token."""
+    """Wait until each of `numBarriers` signal slots, 64 bytes apart, equals `waitValue`.
+
+    Dtypes: `barrierPtrs` a scalar pointer to int32, int64, uint32 or uint64 slots in the
+    symmetric heap (slot i at byte offset 64*i: SIGNAL_SLOT_STRIDE elements apart);
+    `numBarriers` an integer >= 0; `waitValue` an integer that fits the slot's dtype.  `scope`
+    ("gpu", "cta", "sys") and `semantic` ("acquire", "release", "acq_rel", "relaxed") are
+    carried as attributes.  Returns an int32 token for dl.consume_token.
+    NPU: for each slot, dcci the line and read it until it equals waitValue; never writes the
+    slot (whoever resets it owns the reset) (docs/semantics.md §3).
+    Symbol: aclshmem_wait_<type>, <type> int32 or int64 (an unsigned slot uses the signed
+    wrapper of its width).
+    Simulator: every round is a scheduling point; a wait nothing can end is reported as a
+    DeadlockError naming the rank, core, line, slot and the value awaited versus seen.
+    """
     _scalar_ptr(barrierPtrs, "dl.wait")
     check_int_arg(numBarriers, "dl.wait", "numBarriers", "int32",
                   "a count of signal slots (an integer >= 0)", _semantic)
@@ -171,7 +223,16 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None)
 
 @dist_builtin
 def consume_token(value, token, _semantic=None):
-    """Returns `value` unchanged; makes loads through it depend on the wait that gave `token`."""
+    """`value` unchanged, made to depend on the dl.wait that returned `token`.
+
+    Dtypes: `value` any scalar, tensor or pointer (a pointer block of rank 1 to 5); `token`
+    the int32 a dl.wait returned.  Returns `value`, same type.
+    NPU: no instruction: it orders later loads through `value` after the wait (a data
+    dependence the compiler keeps) (docs/semantics.md §3).
+    Symbol: aclshmem_consume_token_<type>; for pointers aclshmem_consume_token_<type>_ptr_<r>d.
+    Simulator: returns `value`; the race detector orders loads through it after the wait and
+    reports a load that skipped it.
+    """
     if D.interpreting(_semantic):
         with calling("dl.consume_token"):
             return D.run("aclshmem_consume_token", value, token)
@@ -180,7 +241,16 @@ def consume_token(value, token, _semantic=None):
 
 @dist_builtin
 def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic=None):
-    """Call a device-library symbol chosen by the argument types (Triton-distributed's extern_call)."""
+    """Call the device-library symbol that `arg_type_symbol_dict` gives for the arguments' types.
+
+    Dtypes: `args` scalars or pointers; `arg_type_symbol_dict` maps a tuple of Triton types to
+    (symbol, return type) (Triton-distributed's form); `is_pure` says the call has no memory
+    effects.  Every libshmem_device function is one such call.
+    NPU: a call of that aclshmem symbol (its `_mlir_ciface_` wrapper) (docs/semantics.md §6).
+    Symbol: the one chosen from `arg_type_symbol_dict`.
+    Simulator: runs the primitive of the symbol's family (triton_dist/symbols.py ->
+    sim/primitives.py); a symbol it does not implement is a TritonDistError listing those it does.
+    """
     lib_name, lib_path, is_pure = D.unwrap(lib_name), D.unwrap(lib_path), D.unwrap(is_pure)
     args = [D.unwrap(a) for a in args]
     types = tuple(a.type.scalar if isinstance(a, tl.tensor) else None for a in args)
