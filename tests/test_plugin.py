@@ -137,3 +137,38 @@ def test_unknown_backend_lists_the_choices(pytester):
     r = pytester.runpytest_subprocess("--backend", "bogus")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*unknown backend(s) bogus; choose from sim, npu, cuda*"])
+
+
+FIXTURE_TEST = '''
+import pytest
+import triton_dist
+
+SETUPS = []
+
+@pytest.fixture
+def counted():
+    SETUPS.append("setup")
+    yield len(SETUPS)
+    SETUPS.append("teardown")
+
+def test_fresh_fixtures_per_seed(tmp_path, counted, monkeypatch):
+    marker = tmp_path / "written-by-an-earlier-seed"
+    assert not marker.exists(), "tmp_path was reused from an earlier seed"
+    marker.write_text("x")
+    assert not hasattr(triton_dist, "_patched_by_a_seed")
+    monkeypatch.setattr(triton_dist, "_patched_by_a_seed", True, raising=False)
+    assert SETUPS.count("setup") == SETUPS.count("teardown") + 1
+    assert triton_dist.launch(lambda: triton_dist.rank(), world_size=2).values == [0, 1]
+
+def test_setups_were_torn_down_in_order():
+    assert SETUPS == ["setup", "teardown"] * 3
+'''
+
+
+def test_each_seed_gets_fresh_fixtures(pytester):
+    """Issue 26 item 7: with --sim-seeds the body ran again with the first seed's fixture
+    instances (a test writing into tmp_path failed on seed 2 while its replay line passed).
+    Every seed gets its own function-scoped fixtures, set up and torn down in order."""
+    pytester.makepyfile(test_f=FIXTURE_TEST)
+    r = pytester.runpytest_subprocess("--sim-schedule", "pct", "--sim-seeds", "3")
+    r.assert_outcomes(passed=2)

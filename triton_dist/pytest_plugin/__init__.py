@@ -350,6 +350,8 @@ def pytest_pyfunc_call(pyfuncitem):
     saved = launcher.DEFAULTS["seed"]
     try:
         for seed in range(first, first + k):
+            if seed != first:             # each seed runs as its replay line would: fresh fixtures
+                args = _fresh_function_fixtures(pyfuncitem)
             launcher.DEFAULTS["seed"] = seed
             before = launcher.LAUNCHES[0]
             pyfuncitem._triton_dist_seed = seed
@@ -359,6 +361,27 @@ def pytest_pyfunc_call(pyfuncitem):
     finally:
         launcher.DEFAULTS["seed"] = saved
     return True
+
+
+def _fresh_function_fixtures(item) -> dict:
+    """Tear down the test's function-scoped fixtures (last set up, first torn down) and set
+    them up again, as pytest does between two tests; wider scopes stay.  Returns the test's
+    arguments.  (pytest has no public call for this; FixtureDef.finish and _fillfixtures are
+    what its own setup and teardown run.)"""
+    request = item._request
+    defs = [fd for fd in request._fixture_defs.values() if fd.scope == "function"]
+    # what the setup phase left in the item's stash (tmp_path's teardown deletes the record of
+    # the phases it reads, which its next teardown needs again): put back after teardown
+    kept = dict(getattr(item.stash, "_storage", {}))
+    for fd in reversed(defs):
+        fd.finish(request)
+    for key, value in kept.items():
+        item.stash.setdefault(key, value)
+    for fd in defs:
+        request._fixture_defs.pop(fd.argname, None)
+        item.funcargs.pop(fd.argname, None)
+    request._fillfixtures()
+    return {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
 
 
 def replay_line(item) -> str:
