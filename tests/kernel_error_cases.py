@@ -32,8 +32,15 @@ def type_kernel(out):
     tl.store(out, x + "a")                      # AttributeError
 
 
+@triton.jit
+def overflow_kernel(out):
+    huge: tl.constexpr = 0xFFFFFFFFFFFFFF       # Triton's test_core.py::test_scalar_overflow
+    x = tl.full((), 32, dtype=tl.int32)
+    tl.store(out, (x + huge).to(tl.float32))   # "out of range"
+
+
 CASES = {"arange": (arange_kernel, {}), "helper": (helper_kernel, {}), "static": (static_kernel, {"N": 2}),
-         "type": (type_kernel, {})}
+         "type": (type_kernel, {}), "overflow": (overflow_kernel, {})}
 
 
 def outcome(name, out, grid=(1,)):
