@@ -30,7 +30,23 @@ class RankError(RuntimeError):
         return text
 
 
-class DeadlockError(RuntimeError):
+class _Reported:
+    """A launch failure with a message and a report of where each rank was (the board's words):
+    what DeadlockError and LaunchTimeoutError share."""
+
+    def __init__(self, message: str, report: str = ""):
+        self.message = message
+        self.report = report
+        super().__init__(message + ("\n" + report if report else ""))
+
+    def __str__(self):            # message and report as they are now (a replay line may be added)
+        return self.message + ("\n" + self.report if self.report else "")
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.report))
+
+
+class DeadlockError(_Reported, RuntimeError):
     """The ranks could make no progress: every unfinished task waits for something no task
     can do any more.
 
@@ -39,16 +55,8 @@ class DeadlockError(RuntimeError):
     versus the value seen.  A launch that merely ran too long raises LaunchTimeoutError.
     """
 
-    def __init__(self, message: str, report: str = ""):
-        self.message = message
-        self.report = report
-        super().__init__(message + ("\n" + report if report else ""))
 
-    def __reduce__(self):
-        return (type(self), (self.message, self.report))
-
-
-class LaunchTimeoutError(TimeoutError):
+class LaunchTimeoutError(_Reported, TimeoutError):
     """A launch (or one wait inside it) ran past its `timeout` while its ranks could still be
     making progress: not a deadlock verdict.  A TimeoutError, so `except TimeoutError` catches
     it; not a DeadlockError.
@@ -56,17 +64,6 @@ class LaunchTimeoutError(TimeoutError):
     ``report`` says where each unfinished rank was when time ran out (the same words as a
     deadlock report); the ranks' Python stacks went to stderr.
     """
-
-    def __init__(self, message: str, report: str = ""):
-        self.message = message
-        self.report = report
-        super().__init__(message + ("\n" + report if report else ""))
-
-    def __str__(self):            # OSError's str() would show the args as a tuple
-        return self.message + ("\n" + self.report if self.report else "")
-
-    def __reduce__(self):
-        return (type(self), (self.message, self.report))
 
 
 def race_report(races) -> str:
