@@ -13,10 +13,13 @@ Models of the machine (not what a sequential interpreter does):
 - sync_block_all: a barrier of the launch's cores (sim/runtime.py core_barrier, with its
   deadlock report);
 - sync_block_set / sync_block_wait: a cube<->vector flag is a counter (set adds one, wait
-  waits for one and takes it: Ascend C CrossCoreSetFlag/CrossCoreWaitFlag, inferred, not
-  verified on hardware).  The simulator runs a block's cube and vector code in one instance,
-  in program order, so a wait that no earlier set of the instance satisfies can never be
-  satisfied: a deadlock, reported at once with the kernel line;
+  takes one: Ascend C CrossCoreSetFlag/CrossCoreWaitFlag, inferred, not verified on
+  hardware).  The simulator runs a block's cube and vector code in one instance, in program
+  order, so a wait that no earlier set of the instance satisfies can never be satisfied here:
+  either a missing set (a deadlock on the NPU) or a cube/vector pipeline whose set comes later
+  in the source (triton-ascend's flash-attention example, docs/zh/triton_api/Extension_Ops/
+  sync_block.md), which needs separate cube and vector instances: not modelled.  Both are
+  reported at once, with the kernel line, as a TritonDistError saying so;
 - the ops that read or write global memory (gather_out_to_ub, scatter_ub_to_out, index_put,
   index_select_simd) go through the access path (sim/access.py) like tl.load/tl.store
   (caches, DMA order, the race detector, the bounds of the tensor the pointer came from).
@@ -28,7 +31,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime.interpreter import TensorHandle, _get_np_dtype
 
-from triton_dist.errors import DeadlockError, TritonDistError
+from triton_dist.errors import TritonDistError
 
 from . import access, context, memory
 
@@ -96,12 +99,14 @@ def sync_block_wait(self, sender, receiver, event_id, sender_pipe_value=None, re
         flags[key] -= 1
         return
     rt = context.runtime()
-    raise DeadlockError(
+    raise TritonDistError(
         f"{context.kernel_line(3)}: sync_block_wait({sender!r}, {receiver!r}, event_id={key[2]}) of program "
-        f"{tuple(c.grid_idx)} (sub-core {getattr(c, 'sub_vec', 0)}) of rank {rt.rank} waits for a "
-        f"sync_block_set({sender!r}, {receiver!r}, {key[2]}) that comes before it in no core: on the NPU the "
-        f"{receiver} core waits forever.  Put the matching sync_block_set on the {sender} side first "
-        f"(flags set so far: {dict(flags) or 'none'})", rt.board.report([rt.rank]))
+        f"{tuple(c.grid_idx)} (sub-core {getattr(c, 'sub_vec', 0)}) of rank {rt.rank}: no sync_block_set({sender!r}, "
+        f"{receiver!r}, {key[2]}) came before it in this block.  Either the kernel has none (on the NPU the "
+        f"{receiver} core would wait forever: put the matching sync_block_set on the {sender} side first), or the "
+        f"set comes later in the source, in a cube/vector pipeline (cube and vector loops handing flags back and "
+        f"forth), which the simulator cannot run: it runs a block's cube and vector code in one instance, in "
+        f"program order (not modelled).  Flags set so far: {dict(flags) or 'none'}")
 
 
 def _ptr_base(h):
