@@ -170,6 +170,30 @@ def block_store_notify_without_fence(data, src, dst, sig, N: tl.constexpr):  # r
 
 
 @triton.jit
+def fenced_store_wait_without_consume_token(data, src, dst, sig, N: tl.constexpr):  # race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        tl.store(dl.symm_at(data, 1) + offs, tl.load(src + offs))
+        shm.fence()                                     # the store has landed before the signal
+        dl.notify(sig, 1, signal=1, sig_op="set")
+    else:
+        dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        tl.store(dst + offs, tl.load(data + offs))     # ... but this load is not ordered after the wait
+
+
+@triton.jit
+def fenced_store_wait_consume_token(data, src, dst, sig, N: tl.constexpr):  # no race
+    offs = tl.arange(0, N)
+    if dl.rank() == 0:
+        tl.store(dl.symm_at(data, 1) + offs, tl.load(src + offs))
+        shm.fence()
+        dl.notify(sig, 1, signal=1, sig_op="set")
+    else:
+        tok = dl.wait(sig, 1, "sys", "acquire", waitValue=1)
+        tl.store(dst + offs, tl.load(dl.consume_token(data, tok) + offs))
+
+
+@triton.jit
 def remote_load_without_consume_token(data, src, dst, sig, N: tl.constexpr):  # race
     offs = tl.arange(0, N)
     if dl.rank() == 0:
@@ -397,6 +421,8 @@ CASES = {
     "remote_load_without_consume_token": (_one(remote_load_without_consume_token, 1), True, {}),
     "block_store_notify_without_fence": (_one(block_store_notify_without_fence, 1), True, {}),
     "block_store_notify_coherent": (_one(block_store_notify_without_fence, 1), False, {"memory_model": "coherent"}),
+    "fenced_store_wait_without_consume_token": (_one(fenced_store_wait_without_consume_token, 1), True, {}),
+    "fenced_store_wait_consume_token": (_one(fenced_store_wait_consume_token, 1), False, {}),
     "two_puts_one_target": (_one(two_puts_one_target, 1), True, {}),
     "two_puts_ordered_by_signal": (_one(two_puts_ordered_by_signal, 1), False, {}),
     "put_and_local_store": (_one(put_and_local_store, 1), True, {}),
@@ -462,6 +488,14 @@ def test_no_race_returns_normally():
 def test_missing_consume_token_is_named():
     (r,) = races_of("wait_without_consume_token")
     assert r.second.op == "loads" and "consume_token" in r.missing
+
+
+def test_missing_consume_token_is_named_when_the_fence_is_there():
+    # issue 24: the store was fenced before its signal, so the edge that is missing is the
+    # wait -> load one (consume_token), not a fence (the report used to say "put fence()")
+    (r,) = races_of("fenced_store_wait_without_consume_token")
+    assert {r.first.op, r.second.op} == {"stores to", "loads"}
+    assert "consume_token" in r.missing and "fence" not in r.missing, r.missing
 
 
 def test_plain_polling_names_the_signal_and_the_data():

@@ -84,16 +84,19 @@ def _missing(logs, x, y, C, comp) -> str:
     # (tid, epoch, ver, fullver, kind, op, line, runs, t, rank, core, stream, issue_epoch, own)
     dma_x = x[11] and x[5] == OP_STORE          # a store in flight (sim/dma.py)
     dma_y = y[11] and y[5] == OP_STORE
+    # first the edge that is really missing: when y's full clock (every acquire, the waits'
+    # included) already orders x -- the store was fenced or the put quieted before the signal
+    # -- only the load's own clock lacks it: the wait's token, i.e. consume_token
+    if ky == READ and y[5] == OP_LOAD and x[1] <= C[y[3], x[0]]:
+        return (f"{ay.who} loads it after a dl.wait that orders the write, but the load's pointer did "
+                f"not go through dl.consume_token(ptr, token) of that wait, so the load may be "
+                f"issued before the wait completes")
     if dma_x and x[12] <= C[y[3], x[13]]:
         sig = _signal_after(logs, x, y, C)
         at = f"the signal at {sig}" if sig else "the signal (or release) that orders it"
         return (f"{ax.who}'s store at {ax.where} is a DMA that had not completed when {at} was set: "
                 f"put libshmem_device.fence() (or quiet()) between them (only fence/quiet, a barrier, "
                 f"putmem_signal and the end of the kernel complete a store)")
-    if ky == READ and y[5] == OP_LOAD and x[1] <= C[y[3], x[0]]:
-        return (f"{ay.who} loads it after a dl.wait that orders the write, but the load's pointer did "
-                f"not go through dl.consume_token(ptr, token) of that wait, so the load may be "
-                f"issued before the wait completes")
     if x[11] and not dma_x:
         if ay.rank == ax.rank and ay.core == ax.core and (not y[11] or dma_y):
             return (f"{ay.who} {'reads' if ky == READ else 'writes'} it while its own {NOUNS[x[5]]} may "
