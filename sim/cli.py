@@ -46,7 +46,8 @@ def run_script(path: str, argv: list, shmem_compat: bool = False):
 
 def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True):
     p.add_argument("-n", "--nproc", type=int, required=True, metavar="N", help="number of ranks")
-    p.add_argument("--schedule", choices=["free", "random", "pct"], default=schedule_default)
+    from . import schedulers
+    p.add_argument("--schedule", choices=list(schedulers.NAMES), default=schedule_default)
     p.add_argument("--memory-model", choices=["ascend", "ascend-scalar-cache", "coherent"], default="ascend")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a run is declared stuck")
     p.add_argument("--race-check", action="store_true", help="report unordered conflicting accesses")
@@ -255,7 +256,7 @@ def failure_kind(e) -> str:
 
 
 def configure_explore(p):
-    _common(p, schedule_default="pct", remainder=False)
+    _common(p, schedule_default="explore", remainder=False)
     p.add_argument("--seeds", type=int, default=100, help="how many seeds to try")
     p.add_argument("--first-seed", type=int, default=0)
 
@@ -271,7 +272,7 @@ def explore(args) -> int:
     from triton_dist.cli import CliError
     import triton_dist
     if args.schedule == "free":
-        raise CliError("explore needs a deterministic schedule: --schedule random or pct")
+        raise CliError("explore needs a deterministic schedule: --schedule explore, aware, random or pct")
     if args.seeds < 1:
         raise CliError(f"--seeds must be at least 1, got {args.seeds}")
     kinds = {}          # kind -> [first seed, count, message]
@@ -328,7 +329,7 @@ def replay(args) -> int:
     from triton_dist.cli import CliError
     import triton_dist
     if args.schedule == "free":
-        raise CliError("replay needs a deterministic schedule: --schedule random or pct")
+        raise CliError("replay needs a deterministic schedule: --schedule explore, aware, random or pct")
     try:
         res = _launch(args, seed=args.seed, trace=args.trace, events=args.events)
     except LAUNCH_FAILURES as e:

@@ -213,7 +213,10 @@ def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_on
                 f"seed={seed}{extra})")
     if SESSION.get("replay_cmd"):            # set by the command line: replay it the same way
         e.replay = SESSION["replay_cmd"].format(seed=seed, schedule=schedule)
-    line = f"\nseed {seed} under schedule={schedule!r}; replay exactly with: {e.replay}"
+    from . import schedulers
+    member = schedulers.describe(schedule, seed)
+    line = (f"\nseed {seed} under schedule={schedule!r}{f' (member {member})' if member else ''}; "
+            f"replay exactly with: {e.replay}")
     if isinstance(e, (DeadlockError, LaunchTimeoutError)):
         e.message += line
         e.args = (e.message + ("\n" + e.report if e.report else ""),)

@@ -320,7 +320,7 @@ def _sched_body(ops):
     return outs
 
 
-@pytest.mark.parametrize("schedule,seed", [("random", 1), ("random", 2), ("pct", 1), ("pct", 3)])
+@pytest.mark.parametrize("schedule,seed", [("random", 1), ("random", 2), ("pct", 1), ("pct", 3), ("explore", 0), ("explore", 1)])
 def test_ops_under_deterministic_schedules(schedule, seed):
     n = 3
     res = triton_dist.launch(_sched_body, OPS, world_size=n, schedule=schedule, seed=seed, timeout=120)

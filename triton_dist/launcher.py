@@ -69,7 +69,8 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     process compiles or interprets kernels for (TRITON_DIST_BACKEND, default auto).
 
     The simulator's options (others reject them, naming the backend): schedule "free"
-    (default), "random" or "pct"; seed for the deterministic schedules (None: a random one,
+    (default), "random", "pct", "aware" or "explore" (README, "Deterministic schedules");
+    seed for the deterministic schedules (None: a random one,
     reported in the result); memory_model "ascend" (default) or "coherent";
     barrier_plus_one (default True); trace: a path to write a Chrome/Perfetto trace to;
     race_check: True to raise RaceError (which carries the result) on races, "report" to

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 
-NAMES = ("free", "random", "pct")
+NAMES = ("free", "random", "pct", "aware", "explore")
 
 
 def check(name: str) -> None:
@@ -39,5 +39,19 @@ def make(name: str, rank: int = 0, shared=None, board=None):
     if name == "random":
         from .random_walk import RandomScheduler
         return RandomScheduler(shared, rank, board)
+    if name == "aware":
+        from .aware import AwareScheduler
+        return AwareScheduler(shared, rank, board)
+    if name == "explore":
+        from . import explore
+        return explore.make(shared, rank, board)
     from .pct import PCTScheduler
     return PCTScheduler(shared, rank, board)
+
+
+def describe(name: str, seed) -> str:
+    """Which strategy a seed of a portfolio runs ('' for a single strategy)."""
+    if name != "explore" or seed is None:
+        return ""
+    from . import explore
+    return explore.describe(int(seed))

@@ -37,6 +37,7 @@ import numpy as np
 
 from triton_dist import lifeline
 from triton_dist.errors import DeadlockError, TritonDistError
+from triton_dist.symbols import CACHE_LINE_BYTES
 
 from .. import dma
 from ..board import cut, text
@@ -44,6 +45,7 @@ from ..board import cut, text
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
 P2P_TAGS = 8                 # torch.distributed send/recv are counted per tag modulo this
+LINE_BYTES = CACHE_LINE_BYTES  # last_line and waits_on hold addresses // this
 SPINS, POLLS = 1, 2          # sh.spinning: blocked until a write (spin); only polling (sim/spin.py)
 MASK64 = (1 << 64) - 1
 SPIN_BEFORE_SLEEP = 200
@@ -80,7 +82,8 @@ class SharedSchedule:
         self.per_rank = cores + 1
         n = self.n = world_size * self.per_rank
         layout = [("u", np.uint64, 8), ("i", np.int64, 4), ("state", np.int64, n), ("spinning", np.int64, n),
-                  ("poll_epoch", np.uint64, n), ("polled_at", np.uint64, n), ("prio", np.int64, n), ("live_cores", np.int64, n)]
+                  ("poll_epoch", np.uint64, n), ("polled_at", np.uint64, n), ("prio", np.int64, n),
+                  ("last_line", np.int64, n), ("waits_on", np.int64, n), ("live_cores", np.int64, n)]
         size = sum(np.dtype(t).itemsize * k for _, t, k in layout) + EVENT.itemsize * EVENTS \
             + 8 * 2 * world_size * world_size * P2P_TAGS
         self._mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
@@ -138,6 +141,8 @@ class SharedSchedule:
 class DeterministicScheduler:
     """Baton passing over SharedSchedule; subclasses choose the next task (choose)."""
     name = "?"
+    dma_odds = 4                # a DMA store in flight lands at a point of its core one time in this
+    at_op, at_addr = "", 0      # the scheduling point being decided: what the task is about to access
 
     def __init__(self, shared: SharedSchedule, rank: int, board=None):
         self.sh = shared
@@ -279,13 +284,16 @@ class DeterministicScheduler:
         self._record(me, op, addr, value)
         if me != self.host_slot:
             dma.at_point(self)        # the core's DMA stores in flight may land now (self.coin)
-        self._switch(me, self._next(me))
+        self.at_op, self.at_addr = op, addr       # what the task is about to do (for choose)
+        nxt = self._next(me)
+        sh.last_line[me] = addr // LINE_BYTES if addr else -1
+        self._switch(me, nxt)
 
     def coin(self) -> bool:
-        """A seeded yes, one time in four (does a DMA store land at this point? sim/dma.py),
+        """A seeded yes, one time in dma_odds (does a DMA store land at this point? sim/dma.py),
         drawn from the shared generator and folded into the digest: a seed replays it exactly."""
         u = self.sh.u
-        bit = int((self.rand() & 3) == 0)
+        bit = int(self.rand() % self.dma_odds == 0)
         u[DIGEST] = ((int(u[DIGEST]) ^ (0x10000 | bit)) * 0x100000001B3) & MASK64
         return bool(bit)
 
@@ -298,7 +306,9 @@ class DeterministicScheduler:
         sh = self.sh
         sh.spinning[me] = SPINS
         sh.poll_epoch[me] = sh.u[EPOCH]
+        sh.waits_on[me] = waiter.addr // LINE_BYTES if waiter.addr else -1
         self._record(me, "spin " + waiter.op, waiter.addr, int(waiter.seen or 0), waiter.where)
+        self.at_op, self.at_addr = "spin", waiter.addr
         self._switch(me, self._next(me))
 
     def poll(self, key):
@@ -349,6 +359,7 @@ class DeterministicScheduler:
         for s in slots:
             sh.state[s] = RUNNABLE
             sh.spinning[s] = 0
+            sh.last_line[s] = sh.waits_on[s] = -1
             self.on_new_task(s)
         sh.live_cores[host] = len(slots)
         sh.state[host] = BLOCKED

@@ -177,7 +177,7 @@ def pytest_addoption(parser):
     g.addoption("--backend", default=None, metavar="LIST",
                 help="comma list of backends to run the `backend` fixture on (registered ones: sim, "
                      "npu, cuda, ...); default: every available one")
-    g.addoption("--sim-schedule", default=None, choices=["free", "random", "pct"],
+    g.addoption("--sim-schedule", default=None, choices=["free", "random", "pct", "aware", "explore"],
                 help="schedule triton_dist.launch uses when a test passes none")
     g.addoption("--sim-seed", type=int, default=None, help="seed for random/pct schedules")
     g.addoption("--sim-seeds", type=int, default=1, metavar="K",
