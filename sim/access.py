@@ -115,8 +115,16 @@ def _active(ptrs: np.ndarray, mask: np.ndarray | None):
     return ptrs[mask], mask
 
 
+_ALL: dict = {}
+
+
 def _all(ptrs):
-    return np.ones(ptrs.shape, dtype=bool)
+    """An all-true mask of the pointers' shape (read-only, shared: the interpreter never writes it)."""
+    m = _ALL.get(ptrs.shape)
+    if m is None:
+        m = _ALL[ptrs.shape] = np.ones(ptrs.shape, dtype=bool)
+        m.flags.writeable = False
+    return m
 
 
 def _site():
@@ -125,9 +133,13 @@ def _site():
 
 
 def _check(rt, base, sel, lo, hi, itemsize, what):
-    """Step 1: inside the pointer's own tensor, inside one known buffer (else SimMemoryError)."""
-    if base is not None and not (base[0] <= lo and hi <= base[1]):
-        memory.check_base(base, sel, itemsize, what())
+    """Step 1: inside the pointer's own tensor, inside one known buffer (else SimMemoryError).
+    A pointer's base is a live allocation of a known buffer, taken in this launch (sim/interp.py,
+    memory.base_of): an access inside it needs no other look-up."""
+    if base is not None:
+        if base[0] <= lo and hi <= base[1]:
+            return
+        memory.check_base(base, sel if sel is not None else np.array([lo], dtype=np.uint64), itemsize, what())
     rt.space.check_span(lo, hi, sel, itemsize, what)
 
 
@@ -162,9 +174,7 @@ def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
     addr = int(ptrs.ravel()[0])
     itemsize = _itemsize(np_dtype)
     hi = addr + itemsize
-    if base is not None and not (base[0] <= addr and hi <= base[1]):
-        memory.check_base(base, ptrs.ravel()[:1], itemsize, f"scalar load of {np.dtype(np_dtype).name}")
-    rt.space.check_span(addr, hi, None, itemsize, lambda: f"scalar load of {np.dtype(np_dtype).name}")
+    _check(rt, base, None, addr, hi, itemsize, lambda: f"scalar load of {np.dtype(np_dtype).name}")
     rt.sched.point("scalar load", addr)
     dma.depend(addr, hi)
     out = rt.memory.scalar_load(addr, np_dtype)
@@ -184,8 +194,9 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
         return _scalar_store(rt, ptrs, value, mask, base)
     itemsize = value.dtype.itemsize
     sel, m = _active(ptrs, mask)
-    if not sel.size:
+    if not sel.size:                # every lane masked: nothing lands, but it counts as progress
         rt.sched.point("store" if not scalar else "scalar store", 0)
+        rt.sched.wrote()
         rt.spin_reset()
         return
     lo, hi = int(sel.min()), int(sel.max()) + itemsize
@@ -218,9 +229,7 @@ def _scalar_store(rt, ptrs, value, mask, base):
     addr = int(ptrs.ravel()[0])
     itemsize = value.dtype.itemsize
     hi = addr + itemsize
-    if base is not None and not (base[0] <= addr and hi <= base[1]):
-        memory.check_base(base, ptrs.ravel()[:1], itemsize, f"scalar store of {value.dtype.name}")
-    rt.space.check_span(addr, hi, None, itemsize, lambda: f"scalar store of {value.dtype.name}")
+    _check(rt, base, None, addr, hi, itemsize, lambda: f"scalar store of {value.dtype.name}")
     v = value.ravel()[0].copy()
     rt.sched.point("scalar store", addr, _int(v))
     dma.depend(addr, hi)

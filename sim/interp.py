@@ -115,11 +115,25 @@ def _keeps_base(orig, *pos):
     pointer operands at positions `pos` when they agree."""
     def op(self, *args):
         out = orig(self, *args)
-        bases = {getattr(args[i], "attr", {}).get(_BASE) for i in pos}
+        bases = {_operand_base(args[i]) for i in pos}
         if len(bases) == 1 and None not in bases and isinstance(out, TensorHandle):
             out.attr[_BASE] = bases.pop()
         return out
     return op
+
+
+def _operand_base(h):
+    """The base of a pointer operand; a scalar pointer (a kernel argument, splat in every
+    round of a loop) learns its own once, so no round looks it up again."""
+    attr = getattr(h, "attr", None)
+    if attr is None:
+        return None
+    base = attr.get(_BASE)
+    if base is None and getattr(h.data, "size", 0) == 1 and getattr(h.dtype, "is_ptr", lambda: False)():
+        base = memory.base_of(h.data)
+        if base is not None:
+            attr[_BASE] = base
+    return base
 
 
 def _base(h):
