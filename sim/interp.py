@@ -58,26 +58,61 @@ def _program_id(self, axis):
     return TensorHandle(np.array([idx[axis]], dtype=np.int32), triton.language.int32)
 
 
+def _grid_idx_of_caller():
+    """The builder's `grid_idx` answers for the calling core: the interpreter's own methods
+    that read it (create_print: device_print's "(x, y, z)" prefix) see the program of the
+    thread that calls them; the grid executor's set_grid_idx writes the host's value."""
+    def get(self):
+        c = context.core()
+        return c.grid_idx if c is not None else self.__dict__.get("_host_grid_idx")
+
+    def put(self, value):
+        self.__dict__["_host_grid_idx"] = value
+    return property(get, put)
+
+
+def _debug_barrier(self):
+    """tl.debug_barrier(): on the NPU gpu.barrier becomes hfusion.barrier, then
+    hivm.pipe_barrier[PIPE_ALL] (AscendNPU-IR GPUToHFusion.cpp, HFusionToHIVM.cpp): every pipe
+    of the core drains, so its stores, puts and gets in flight complete -- quiet without its
+    dcci (docs/device_model.md).  Triton's own interpreter runs programs one by one and makes it
+    a no-op."""
+    c = context.core()
+    if c is None:
+        return
+    from . import primitives
+    primitives.complete_pending(c)
+    obs = context.runtime().observers
+    if obs is not None:
+        obs.quiet()
+
+
 def _num_programs(self, axis):
     c = context.core()
     dim = c.grid_dim if c is not None else self.grid_dim
     return TensorHandle(np.array([dim[axis]], dtype=np.int32), triton.language.int32)
 
 
+def _mask(m):
+    """A mask as numpy: a TensorHandle's data, or the bare array the tensor-descriptor ops pass
+    (TensorDescHandle.materialize_pointers returns the mask as an ndarray)."""
+    return m.data if isinstance(m, TensorHandle) else np.asarray(m)
+
+
 # The trailing arguments are the access's cache policy and volatility, which the memory model
 # does not use: (cache_modifier, eviction_policy, is_volatile) up to 3.8, (cache_policy,
-# is_volatile) from 3.9.
-def _masked_load(self, ptrs, mask, other, *_policy):
+# is_volatile) from 3.9; the tensor-descriptor load passes them by name.
+def _masked_load(self, ptrs, mask, other, *_policy, **_named_policy):
     dtype_tt = ptrs.get_element_ty()
     dtype_np = np_dtype_of(dtype_tt)
     if other is None:
         other = TensorHandle(np.zeros_like(ptrs.data, dtype=dtype_np), dtype_tt)
     scalar = getattr(_access, "scalar", False)
-    return TensorHandle(access.load(ptrs.data, mask.data, other.data, dtype_np, scalar, _base(ptrs)), dtype_tt)
+    return TensorHandle(access.load(ptrs.data, _mask(mask), other.data, dtype_np, scalar, _base(ptrs)), dtype_tt)
 
 
-def _masked_store(self, ptrs, value, mask, *_policy):
-    return access.store(ptrs.data, value.data, mask.data, getattr(_access, "scalar", False), _base(ptrs))
+def _masked_store(self, ptrs, value, mask, *_policy, **_named_policy):
+    return access.store(ptrs.data, value.data, _mask(mask), getattr(_access, "scalar", False), _base(ptrs))
 
 
 def _atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
@@ -206,6 +241,21 @@ def _is_tensor(x) -> bool:
     return hasattr(x, "data_ptr") and hasattr(x, "untyped_storage")
 
 
+def _tensors_in(name: str, a):
+    """The tensors a kernel argument reaches memory through, with how to name each: the
+    argument itself, the members of a tuple (at any depth), the base of a host tensor
+    descriptor (triton.tools.tensor_descriptor.TensorDescriptor), as the interpreter's own
+    _init_args_hst walks them."""
+    t = _interp._unwrap_tensor(a)
+    if _is_tensor(t):
+        yield name, t
+    elif isinstance(a, (tuple, list)):
+        for i, x in enumerate(a):
+            yield from _tensors_in(f"{name}[{i}]", x)
+    elif hasattr(a, "base") and hasattr(a, "block_shape"):
+        yield from _tensors_in(f"{name}.base", a.base)
+
+
 def _grid_call(self, *args_dev, **kwargs):
     from triton_dist.errors import TritonDistError
     rt = context.runtime()
@@ -213,13 +263,12 @@ def _grid_call(self, *args_dev, **kwargs):
     kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
     tensors = []
     for name, a in list(zip(self.arg_names, args_dev)) + list(kwargs.items()):
-        t = _interp._unwrap_tensor(a)
-        if _is_tensor(t):
+        for what, t in _tensors_in(name, a):
             if t.device.type != "cpu":
                 raise TritonDistError(
-                    f"kernel {self.fn.__name__}: argument {name!r} is on {t.device}; the simulator "
+                    f"kernel {self.fn.__name__}: argument {what!r} is on {t.device}; the simulator "
                     f"runs on the CPU, so pass tensors from triton_dist.symm_tensor or on 'cpu'")
-            tensors.append((name, t))
+            tensors.append((what, t))
     for hook in API.pre_run_hooks(self):
         hook(*args_dev, **kwargs)
     # the launch's observers (e.g. the NPU compile check), before the language is patched for the run
@@ -295,6 +344,8 @@ def install() -> None:
     _interpret_triton_stdlib()
     B = API.builder_class()
     B.create_get_program_id = _program_id
+    B.grid_idx = _grid_idx_of_caller()
+    B.create_barrier = _debug_barrier
     B.create_get_num_programs = _num_programs
     B.create_masked_load = _masked_load
     B.create_masked_store = _masked_store

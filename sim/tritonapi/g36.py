@@ -34,7 +34,8 @@ class Generation36:
             (_interp.InterpretedFunction, "rewrite"), (_interp, "TensorHandle"), (_interp, "_get_np_dtype"),
             (B, "create_masked_load"), (B, "create_masked_store"), (B, "create_atomic_rmw"),
             (B, "create_atomic_cas"), (B, "create_get_program_id"), (B, "create_get_num_programs"),
-            (B, "create_dot"), (B, "create_addptr"), (B, "set_grid_dim"), (triton.knobs.runtime, "interpret"),
+            (B, "create_dot"), (B, "create_addptr"), (B, "set_grid_dim"), (B, "set_grid_idx"), (B, "create_barrier"),
+            (B, "create_print"), (triton.knobs.runtime, "interpret"),
         )
         return common + tuple((B, name) for name, _ in cls.pointer_ops()) + \
             tuple((S, name) for name in cls.scalar_access_methods) + cls.own_entry_points()
