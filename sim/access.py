@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 from triton._C.libtriton import interpreter as _cpu
 
-from . import context, dma, memory, spin
+from . import context, dma, memory, spin, stale
 from .spin import ATOMIC_SPIN, LOAD_SPIN, PLAIN_SPIN
 
 _RELAXED = _cpu.MEM_SEMANTIC.RELAXED
@@ -158,6 +158,9 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"load of {np.dtype(np_dtype).name}")
     rt.sched.point("load" if not scalar else "scalar load", int(sel[0]))
     dma.depend(lo, hi)
+    c = context.core()
+    if c is not None and c.hazards:      # another core's store still in flight over these bytes?
+        stale.check(rt, c, lo, hi, "tl.load", _site())
     out = _cpu.load(ptrs, mask, other, np_dtype)
     obs = rt.observers
     if obs is not None:
@@ -177,6 +180,9 @@ def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
     _check(rt, base, None, addr, hi, itemsize, lambda: f"scalar load of {np.dtype(np_dtype).name}")
     rt.sched.point("scalar load", addr)
     dma.depend(addr, hi)
+    c = context.core()
+    if c is not None and c.hazards:
+        stale.check(rt, c, addr, hi, "scalar tl.load", _site())
     out = rt.memory.scalar_load(addr, np_dtype)
     res = np.full(ptrs.shape, out, dtype=np_dtype)
     obs = rt.observers
@@ -210,7 +216,7 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
         a = Access(rt, STORE, DMA, KERNEL, scalar, lo, hi, sel, value.dtype, np.array(value),
                    None if m is None else np.array(m), _site() if obs is not None else None)
         a.ptrs = np.array(ptrs)
-        dma.issue(c, lo, hi, a.land)
+        dma.issue(c, lo, hi, a.land, a.site if a.site is not None else _site())
     else:
         _cpu.store(ptrs, value, mask)
         rt.sched.wrote()
@@ -243,7 +249,7 @@ def _scalar_store(rt, ptrs, value, mask, base):
                    value.dtype, np.asarray(v), None, site)
     else:   # triton-ascend: a 1-element tensor store = an MTE3 DMA, in flight (sim/dma.py)
         a = Access(rt, STORE, DMA, KERNEL, True, addr, hi, ptrs.ravel()[:1], value.dtype, np.asarray(v), None, site)
-        dma.issue(c, addr, hi, a.land)
+        dma.issue(c, addr, hi, a.land, site if site is not None else _site())
     if obs is not None:
         obs.access(a)
     rt.spin_reset()
@@ -258,6 +264,7 @@ def atomic_rmw(op, ptrs, val, mask, sem, base=None):
         _check(rt, base, sel, lo, hi, itemsize, lambda: f"atomic on {val.dtype.name}")
         rt.sched.point("atomic", int(sel[0]))
         dma.depend(lo, hi)
+        _atomic_order(rt, sel, lo, hi, sem, _RMW_NAMES.get(op.name, op.name.lower()))
     else:
         rt.sched.point("atomic", 0)
     obs = rt.observers
@@ -279,6 +286,7 @@ def atomic_cas(ptrs, cmp, val, sem, base=None):
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"atomic_cas on {val.dtype.name}")
     rt.sched.point("atomic_cas", int(sel[0]))
     dma.depend(lo, hi)
+    _atomic_order(rt, sel, lo, hi, sem, "cas")
     obs = rt.observers
     if obs is None:
         out = _cpu.atomic_cas(ptrs, cmp, val, sem)
@@ -288,6 +296,22 @@ def atomic_cas(ptrs, cmp, val, sem, base=None):
         out = _performed(obs, a, ptrs, None, lambda: _cpu.atomic_cas(ptrs, cmp, val, sem))
     _atomic_done(rt, sel, out, spin.cas_changed(out, cmp, val))
     return out
+
+
+_RMW_NAMES = {"FADD": "add", "UMAX": "max", "UMIN": "min"}
+
+
+def _atomic_order(rt, sel, lo, hi, sem, op):
+    """An atomic and the core's stores in flight (sim/stale.py): a read of bytes another core's
+    unordered store is still writing is reported; a releasing atomic completes the core's own
+    stores (default model); stores it leaves in flight are remembered at its addresses."""
+    c = context.core()
+    if c is None:
+        return
+    if c.hazards:
+        stale.check(rt, c, lo, hi, f"tl.atomic_{op}", _site())
+    if c.pending or rt.__dict__.get(stale.TABLE):
+        stale.at_atomic(rt, c, sel, sem, f"tl.atomic_{op}", _site)
 
 
 def _performed(obs, a, ptrs, mask, perform):

@@ -22,6 +22,9 @@ tl.stores go through the cache too and reach memory only as whole lines, at dcci
 of the kernel; cores writing different bytes of one line lose updates.  For code whose
 scalar stores do take the scalar unit (hand-written Ascend C, or a lowering that does).
 
+`ascend-weak-atomics`: `ascend` with the older reading of atomics: no atomic completes the
+core's stores in flight (sim/stale.py says what the default does instead, and why).
+
 `coherent`: no caches; every scalar access goes straight to memory.  Use it to tell an
 algorithm bug from a cache bug.
 
@@ -50,6 +53,8 @@ _MASK = ~(LINE - 1)
 class CoherentMemory:
     name = "coherent"
     caches = False
+    # an atomic with release/acq_rel semantics completes the core's stores in flight (sim/stale.py)
+    release_completes_stores = True
 
     def new_cache(self):
         return None
@@ -188,7 +193,17 @@ class AscendScalarCacheMemory(AscendMemory):
     cached_kernel_stores = True
 
 
-MODELS = {"ascend": AscendMemory, "ascend-scalar-cache": AscendScalarCacheMemory, "coherent": CoherentMemory}
+class AscendWeakAtomicsMemory(AscendMemory):
+    """The older, stricter reading of atomics: no tl.atomic_* completes the core's stores in
+    flight, whatever its sem (sim/stale.py); only quiet/fence, barriers, putmem_signal,
+    tl.debug_barrier() and the end of the program do.  For code that must also hold where an
+    atomic is a bare hardware atomic store that nothing orders after the core's earlier DMAs."""
+    name = "ascend-weak-atomics"
+    release_completes_stores = False
+
+
+MODELS = {"ascend": AscendMemory, "ascend-scalar-cache": AscendScalarCacheMemory,
+          "ascend-weak-atomics": AscendWeakAtomicsMemory, "coherent": CoherentMemory}
 
 
 def make(name: str):

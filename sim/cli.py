@@ -47,8 +47,9 @@ def run_script(path: str, argv: list, shmem_compat: bool = False):
 def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True):
     p.add_argument("-n", "--nproc", type=int, required=True, metavar="N", help="number of ranks")
     from . import schedulers
+    from .cache import MODELS
     p.add_argument("--schedule", choices=list(schedulers.NAMES), default=schedule_default)
-    p.add_argument("--memory-model", choices=["ascend", "ascend-scalar-cache", "coherent"], default="ascend")
+    p.add_argument("--memory-model", choices=list(MODELS), default="ascend")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a run is declared stuck")
     p.add_argument("--race-check", action="store_true", help="report unordered conflicting accesses")
     p.add_argument("--shmem-compat", action="store_true",

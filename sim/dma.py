@@ -11,7 +11,9 @@ Under the `ascend` memory models (rt.memory.caches; not under `coherent`) a kern
 is queued on its core (in `CoreContext.pending`, the core's DMA queue, beside the non-blocking
 puts) and reaches memory only when it completes:
 - at quiet/fence, barrier_all/barrier_all_vec/barrier(team), putmem_signal(_nbi)'s own
-  quiet/fence, and the end of the core's program (primitives.complete_pending);
+  quiet/fence, tl.debug_barrier() (a pipe barrier, sim/interp.py) and the end of the core's
+  program (primitives.complete_pending); at a release/acq_rel tl.atomic_* under the default
+  models (sim/stale.py, which also reports a read of another core's store still in flight);
 - before a later access by the same core to overlapping bytes (depend(): a stand-in for
   the compiler's set_flag/wait_flag between two accesses of one buffer), completing the
   queue's DMA stores in order up to the last overlapping one (one MTE3 pipe, in order);
@@ -36,12 +38,18 @@ MAX_IN_FLIGHT = 8   # random/pct: at most this many DMA stores in flight per cor
 
 
 class DmaStore:
-    """One store in flight: the bytes [lo, hi) it covers and how to perform it."""
-    __slots__ = ("lo", "hi", "perform", "age")
+    """One store in flight: the bytes [lo, hi) it covers, how to perform it, where it was
+    issued (site: (code, line) of the kernel line) and whether it has landed."""
+    __slots__ = ("lo", "hi", "_perform", "age", "site", "landed")
 
-    def __init__(self, lo: int, hi: int, perform):
-        self.lo, self.hi, self.perform = lo, hi, perform
+    def __init__(self, lo: int, hi: int, perform, site=None):
+        self.lo, self.hi, self._perform, self.site = lo, hi, perform, site
         self.age = 0
+        self.landed = False
+
+    def perform(self):
+        self.landed = True
+        self._perform()
 
     def __call__(self):         # the core's pending queue completes entries by calling them
         self.perform()
@@ -52,9 +60,14 @@ def enabled(rt) -> bool:
     return rt.memory.caches and context.core() is not None
 
 
-def issue(c, lo: int, hi: int, perform) -> None:
+def issue(c, lo: int, hi: int, perform, site=None) -> None:
     """Queue a store of bytes [lo, hi) on core c; `perform()` writes it to memory."""
-    c.pending.append(DmaStore(lo, hi, perform))
+    c.pending.append(DmaStore(lo, hi, perform, site))
+
+
+def in_flight(c) -> list:
+    """The DMA stores core c has issued that have not landed, oldest first."""
+    return [e for e in c.pending if isinstance(e, DmaStore)] if c is not None and c.pending else []
 
 
 def _complete(c, upto: int) -> None:

@@ -26,7 +26,9 @@ Synchronisation (called by sim/primitives.py, sim/runtime.py, sim/backend.py):
                                             first non-None a subscriber returns (dl.wait's token)
   consume(value, token)                     dl.consume_token
   rma(dst, src, nbytes, put, nbi, signal_addr=None, signal_size=4)   putmem/getmem issued
-  quiet()                                   quiet/fence/barrier: every issued transfer is complete
+  quiet()                                   quiet/fence/barrier/debug_barrier: every issued transfer is complete
+  stores_landed()                           the calling core's stores in flight have all landed, its
+                                            puts/gets not necessarily (a releasing atomic, sim/stale.py)
   dot(m, n, k, dtype, precision)            a tl.dot
   kernel_begin() / kernel_end()             a launch on this rank's host
   core_begin(c) / core_end(c)               a program starts / finishes on its core
@@ -42,7 +44,7 @@ one place it happens, document it above.
 from __future__ import annotations
 
 # every event a subscriber may implement; those with an answer return the first non-None
-EVENTS = ("access", "landed", "signal", "observed", "consume", "rma", "quiet", "dot", "kernel_begin",
+EVENTS = ("access", "landed", "signal", "observed", "consume", "rma", "quiet", "stores_landed", "dot", "kernel_begin",
           "kernel_end", "core_begin", "core_end", "core_arrive", "core_depart", "collective_arrive",
           "collective_depart", "p2p_send", "p2p_recv", "dump")
 ANSWERING = frozenset({"observed"})

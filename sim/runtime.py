@@ -41,7 +41,7 @@ class CoreContext:
     `core` is the program's linear index (GetBlockIdx on the NPU; `ncores` the grid size),
     `phys` the physical core it runs on (its status-board and schedule slot)."""
     __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin",
-                 "phys", "sub_vec", "sub_blocks", "flags")
+                 "phys", "sub_vec", "sub_blocks", "flags", "hazards")
 
     def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel, phys=None):
         self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
@@ -53,6 +53,7 @@ class CoreContext:
         self.sub_vec = 0         # sub_vec_id(): which vector sub-core of its block (sim/compat/cann.py)
         self.sub_blocks = 1      # instances its block runs as (2: a mix kernel calling sub_vec_id)
         self.flags = None        # sync_block_set/wait counters of this instance (sim/cann_device.py)
+        self.hazards = None      # other cores' stores in flight it synchronised with through an atomic (sim/stale.py)
 
 
 class Dispatch:

@@ -71,7 +71,8 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     The simulator's options (others reject them, naming the backend): schedule "free"
     (default), "random", "pct", "aware" or "explore" (README, "Deterministic schedules");
     seed for the deterministic schedules (None: a random one,
-    reported in the result); memory_model "ascend" (default) or "coherent";
+    reported in the result); memory_model "ascend" (default), "ascend-scalar-cache",
+    "ascend-weak-atomics" or "coherent";
     barrier_plus_one (default True); trace: a path to write a Chrome/Perfetto trace to;
     race_check: True to raise RaceError (which carries the result) on races, "report" to
     only list them in LaunchResult.races (docs/races.md); predict: a device profile name

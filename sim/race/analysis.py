@@ -201,6 +201,11 @@ def _analyze(logs: _Logs) -> list:
                 st.vc[st.dstream] = max(st.vc[st.dstream], st.dctr)
             st.lvc = st.vc.copy()
             changed(st)
+        elif k == "D":          # the DMA-store stream is complete (a releasing atomic), the put queue not
+            if st.dstream >= 0:
+                st.vc[st.dstream] = max(st.vc[st.dstream], st.dctr)
+            st.lvc = st.vc.copy()
+            changed(st)
         elif k == "c":
             _, lo, tok = e
             x = st.tokens.get(tok)

@@ -20,6 +20,8 @@ A task's log (RaceRecorder, record.py) is a list of tuples, in program order:
                                             token: a dl.wait's token (loads wait for
                                             consume_token), None for a full acquire
   ("Q",)                                    quiet: every issued transfer is complete
+  ("D",)                                    the DMA-store stream is complete, the puts not (a
+                                            releasing atomic, sim/stale.py)
   ("c", lo, token)                          consume_token: loads of the tensor at heap
                                             offset lo are ordered after the wait `token`
 """

@@ -343,6 +343,11 @@ class RaceRecorder:
         t = self._task()
         self._sync(t, ("Q",))
 
+    def stores_landed(self) -> None:
+        """A releasing atomic completed the core's stores in flight (its DMA-store stream), not its puts."""
+        t = self._task()
+        self._sync(t, ("D",))
+
     # -- barriers, launches, collectives -------------------------------------------------------------
     def core_arrive(self, c, gen: int) -> None:
         self._sync(self._task(), ("r", self._rid(), ("cb", self.rank, self.launch_no, gen), 0, ()))

@@ -95,8 +95,9 @@ def _missing(logs, x, y, C, comp) -> str:
         sig = _signal_after(logs, x, y, C)
         at = f"the signal at {sig}" if sig else "the signal (or release) that orders it"
         return (f"{ax.who}'s store at {ax.where} is a DMA that had not completed when {at} was set: "
-                f"put libshmem_device.fence() (or quiet()) between them (only fence/quiet, a barrier, "
-                f"putmem_signal and the end of the kernel complete a store)")
+                f"put libshmem_device.fence() (or quiet(), or tl.debug_barrier()) between them (only "
+                f"fence/quiet, tl.debug_barrier(), a barrier, putmem_signal, a release or acq_rel tl.atomic_* "
+                f"under the default memory model, and the end of the kernel complete a store)")
     if x[11] and not dma_x:
         if ay.rank == ax.rank and ay.core == ax.core and (not y[11] or dma_y):
             return (f"{ay.who} {'reads' if ky == READ else 'writes'} it while its own {NOUNS[x[5]]} may "
