@@ -226,7 +226,7 @@ def spin_lock():
     for sem in (None, "acquire", "release", "acq_rel", "relaxed"):
         lock = torch.zeros(1, dtype=torch.int32)
         data = torch.zeros(128, dtype=torch.float32)
-        _serialized_add[(100,)](data, lock, SEM=sem)
+        _serialized_add[(40,)](data, lock, SEM=sem)
         out.append(sorted(set(data.tolist())))
     return out
 
