@@ -11,12 +11,16 @@ import sys
 from triton_dist.cli import Subcommand, constexpr_value, load_target, parse_assignments
 
 
-def _configure_lower(p: argparse.ArgumentParser):
-    p.add_argument("kernel", metavar="FILE.py::KERNEL", help="the @triton.jit kernel to lower")
+def _configure_kernel(p: argparse.ArgumentParser, what: str):
+    p.add_argument("kernel", metavar="FILE.py::KERNEL", help=f"the @triton.jit kernel to {what}")
     p.add_argument("--signature", "-s", action="append", required=True, metavar="NAME=TYPE,...",
                    help="Triton types of the non-constexpr parameters, e.g. sig=*i32,buf=*fp32,n=i32")
     p.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE,...",
                    help="values of the tl.constexpr parameters, e.g. BLOCK=16")
+
+
+def _configure_lower(p: argparse.ArgumentParser):
+    _configure_kernel(p, "lower")
     p.add_argument("--debug-info", action="store_true", help="keep source locations in the output")
 
 
@@ -36,14 +40,13 @@ LOWER = Subcommand("lower", "print a kernel's TTIR after the HIVM lowering of it
 
 # --- triton-dist npu-compile ---------------------------------------------------------------------------------
 def _configure_npu_compile(p: argparse.ArgumentParser):
-    _configure_lower(p)
-    p.set_defaults(debug_info=False)
+    _configure_kernel(p, "compile")
     p.add_argument("--target", default=None, metavar="T",
                    help="the NPU bishengir-compile targets (default Ascend910B4: Atlas A2)")
     p.add_argument("--keep", default=None, metavar="DIR",
                    help="keep every stage's IR and log in DIR (kernel.ttir.mlir, kernel.ttadapter.mlir, "
                         "kernel.convert-hivm-to-std.mlir, ...)")
-    p.add_argument("--option", "-o", action="append", default=[], metavar="NAME=VALUE,...",
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE,...",
                    help="triton-ascend compile options that change bishengir-compile's flags, e.g. multibuffer=False")
 
 
