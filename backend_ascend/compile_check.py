@@ -39,7 +39,7 @@ class NpuCompileError(TritonDistError):
     """The real NPU compiler refuses a kernel as it was launched (the message is its report)."""
 
 
-_wanted_memo: dict = {}    # function -> is it in TRITON_DIST_NPU_COMPILE_SOURCES
+_wanted_memo: dict = {}    # (function, TRITON_DIST_NPU_COMPILE_SOURCES) -> is the function under them
 _verdicts: dict = {}       # in-process memo: (function, signature, constexprs) -> (status, outcome or reason)
 
 
@@ -151,9 +151,11 @@ def _wanted(fn) -> bool:
 
 def check_launch(launch) -> None:
     """The launch check: compile the launched kernel (once), raise NpuCompileError if refused."""
-    if launch.fn not in _wanted_memo:
-        _wanted_memo[launch.fn] = _wanted(launch.fn)
-    if not _wanted_memo[launch.fn]:
+    # keyed by the sources too: a process (an xdist worker) may run launches under several settings
+    wanted = (launch.fn, os.environ.get(SOURCES_ENV, ""))
+    if wanted not in _wanted_memo:
+        _wanted_memo[wanted] = _wanted(launch.fn)
+    if not _wanted_memo[wanted]:
         return
     sig, consts = signature_of(launch)
     key = _memo_key(launch, sig, consts)

@@ -425,3 +425,22 @@ def test_only_the_kernels_under_the_sources_are_compiled(monkeypatch):
     assert compile_check._wanted(fn)
     monkeypatch.setenv(compile_check.SOURCES_ENV, HERE + "_not")      # a prefix of the name is not the directory
     assert not compile_check._wanted(fn)
+
+
+def test_a_kernel_left_out_under_one_setting_of_the_sources_is_compiled_under_another(monkeypatch):
+    """One process (an xdist worker) runs launches of an outer --npu-compile-sources session and a
+    test's own launch(..., npu_compile=True) outside it: what was left out before is compiled now."""
+    import torch
+    from triton_dist.backend_ascend import compile_check
+    from triton_dist.kernel_launches import Launch
+    checked = []
+    monkeypatch.setattr(compile_check, "check", lambda fn, sig, consts: checked.append(consts) or ("accepted", None))
+    monkeypatch.setattr(compile_check, "_verdicts", {})
+    launch = Launch(K.vector_add, {"x_ptr": torch.zeros(4), "y_ptr": torch.zeros(4), "out_ptr": torch.zeros(4),
+                                   "n": 4, "BLOCK": 16}, ("BLOCK",))
+    monkeypatch.setenv(compile_check.SOURCES_ENV, os.path.join(ROOT, "triton_dist", "kernels"))
+    compile_check.check_launch(launch)
+    assert checked == []
+    monkeypatch.delenv(compile_check.SOURCES_ENV)
+    compile_check.check_launch(launch)
+    assert checked == [{"BLOCK": 16}]
