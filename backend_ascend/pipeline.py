@@ -268,6 +268,21 @@ def _json_constexprs(constexprs):
     return out
 
 
+# the kernel's Python function -> Triton's cache_key of it.  Triton computes a JITFunction's key once
+# and keeps it (JITFunction.cache_key, triton/runtime/jit.py:494-506 at 3.6.0); as_jit_function makes
+# a new JITFunction per compile, whose key (a walk of the kernel and its callees' sources) costs
+# 0.1-0.7 s, most of a cache hit: kept here per function, as Triton keeps it per JITFunction.
+_jit_keys: dict = {}
+
+
+def _jit_key(fn, jit) -> str:
+    base = getattr(fn, "fn", fn)
+    key = _jit_keys.get(base)
+    if key is None:
+        key = _jit_keys[base] = jit.cache_key
+    return key
+
+
 def cache_key(jit_key: str, name: str, signature, constexprs, target, options, tools) -> str:
     blob = json.dumps({"pipeline": _pipeline_digest(), "kernel": jit_key, "name": name,
                        "signature": dict(signature), "constexprs": _json_constexprs(constexprs),
@@ -293,7 +308,7 @@ def compile_kernel(fn, signature, constexprs=None, *, target=DEFAULT_TARGET, opt
     name = jit.__name__
     if cache is None or keep is not None:
         return _compile(fn, name, signature, constexprs, target, options, keep, tools)
-    key = cache_key(jit.cache_key, name, signature, constexprs, target, options, tools)
+    key = cache_key(_jit_key(fn, jit), name, signature, constexprs, target, options, tools)
     with cache.lock(key):           # another process compiling the same kernel: wait for its verdict
         hit = cache.get(key)
         if hit is not None:

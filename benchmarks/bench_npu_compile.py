@@ -8,13 +8,15 @@ in this one run on this machine:
   cold   a compile with an empty cache: frontend (TTIR), ttadapter (triton-adapter-opt),
          bishengir-compile (to hivmc), and the whole, min and median of N;
   disk   the verdict read back from the on-disk cache (a new session);
-  memo   a repeated launch in the same process (the in-process memo of the launch check).
+  memo   a repeated launch in the same process: the launch check itself (compile_check.check_launch
+         on a Launch with tensors of the signature's dtypes), after its first call read the verdict.
 The load (`uptime`) is printed with the figures: the machine is shared.
 """
 import argparse
 import json
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,12 +58,59 @@ def _kernels():
     return out
 
 
+TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64",
+                "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "i1": "bool"}
+
+
+def _launch_args(sig):
+    """Arguments that Triton specializes to `sig` (a tensor per pointer, an int per integer)."""
+    import torch
+    args = {}
+    for name, ty in sig.items():
+        if ty.startswith("*"):
+            args[name] = torch.empty(1, dtype=getattr(torch, TORCH_DTYPES[ty[1:]]))
+        elif ty in ("i32", "i64"):
+            args[name] = 2 ** 40 if ty == "i64" else 3
+        else:
+            raise ValueError(f"no launch argument for {name}: {ty}")
+    return args
+
+
+def _repeated_launch_seconds(fn, sig, consts, cache_dir, rounds=200):
+    """What the launch check costs a launch once its kernel's verdict is known in this process."""
+    from triton_dist.backend_ascend import compile_check
+    from triton_dist.kernel_launches import Launch
+    launch = Launch(getattr(fn, "fn", fn), {**_launch_args(sig), **consts}, tuple(consts))
+    got, _ = compile_check.signature_of(launch)
+    assert got == sig, f"the launch arguments specialize to {got}, not {sig}"
+    saved = {k: os.environ.pop(k, None) for k in (compile_check.SOURCES_ENV, compile_check.LOG_ENV)}
+    os.environ["TRITON_DIST_NPU_COMPILE_CACHE"] = cache_dir
+    compile_check._verdicts.clear()
+    try:
+        try:
+            compile_check.check_launch(launch)          # the first launch: the verdict from the disk cache
+        except compile_check.NpuCompileError:
+            pass
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            try:
+                compile_check.check_launch(launch)
+            except compile_check.NpuCompileError:       # a refused kernel raises at every launch
+                pass
+        return (time.perf_counter() - t0) / rounds
+    finally:
+        os.environ.pop("TRITON_DIST_NPU_COMPILE_CACHE", None)
+        for k, v in saved.items():
+            if v is not None:
+                os.environ[k] = v
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     import triton_dist  # noqa: F401 - the simulator's kernels, as the suite defines them
-    from triton_dist.backend_ascend import cache, compile_check, pipeline, toolchain
+    from triton_dist.backend_ascend import cache, known_limits, pipeline, toolchain
     tools = toolchain.find()
     if tools.missing:
         print("tools missing: " + "; ".join(tools.missing))
@@ -73,31 +122,30 @@ def main():
     print(head)
     print("-" * len(head))
     totals = {"cold": 0.0, "disk": 0.0, "memo": 0.0}
-    for key, fn, sig, consts in _kernels():
+    kernels = _kernels()
+    for key, fn, sig, consts in kernels:
         colds, stages = [], []
-        for _ in range(args.repeat):
+        tmp_cache = tempfile.mkdtemp(prefix="bench-npu-compile-")
+        for i in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
+                pipeline._jit_keys.clear()          # a new process: Triton's key of the kernel not known yet
                 t0 = time.perf_counter()
                 out = pipeline.compile_kernel(fn, sig, consts, cache=cache.Cache(tmp), tools=tools)
                 colds.append(time.perf_counter() - t0)
                 stages.append(out.seconds)
+                pipeline._jit_keys.clear()
                 t0 = time.perf_counter()
                 hit = pipeline.compile_kernel(fn, sig, consts, cache=cache.Cache(tmp), tools=tools)
                 disk = time.perf_counter() - t0
                 assert hit.cached and hit.status == out.status
-        # the launch check's memo: what a repeated launch of the same kernel costs
-        from triton_dist.kernel_launches import Launch
-        compile_check._verdicts[(getattr(fn, "fn", fn), tuple(sorted(sig.items())),
-                                 tuple(sorted((k, repr(v)) for k, v in consts.items())))] = (out.status, out)
-        launch_args = {**{k: None for k in sig}, **consts}
-        t0 = time.perf_counter()
-        for _ in range(100):
-            key_ = compile_check._memo_key(Launch(getattr(fn, "fn", fn), launch_args, tuple(consts)), sig, consts)
-            compile_check._verdicts.get(key_)
-        memo = (time.perf_counter() - t0) / 100
+                if i == 0:                 # the launch check below reads this verdict from disk
+                    shutil.copytree(tmp, tmp_cache, dirs_exist_ok=True)
+        memo = _repeated_launch_seconds(fn, sig, consts, tmp_cache)
         med = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
         name = key if len(key) <= 58 else "..." + key[-55:]
-        print(f"{name:58} {out.status:9} {med['frontend']:8.2f} {med['ttadapter']:8.2f} "
+        shutil.rmtree(tmp_cache, ignore_errors=True)
+        verdict = "limit" if out.status == "refused" and known_limits.match(key, out.errors) else out.status
+        print(f"{name:58} {verdict:9} {med['frontend']:8.2f} {med['ttadapter']:8.2f} "
               f"{med.get('bishengir-compile', 0):8.2f} {min(colds):8.2f} {statistics.median(colds):8.2f} "
               f"{disk:8.3f} {memo * 1e6:6.1f}us")
         totals["cold"] += statistics.median(colds)
@@ -107,7 +155,7 @@ def main():
     print(f"{'total (median cold, one disk read, one memo hit each)':58} {'':9} {'':8} {'':8} {'':8} {'':8} "
           f"{totals['cold']:8.2f} {totals['disk']:8.3f} {totals['memo'] * 1e6:6.1f}us")
     print(f"cache effect: a new session reads {totals['cold'] / max(totals['disk'], 1e-9):.0f}x faster than it "
-          f"compiles; a repeated launch costs {totals['memo'] * 1e6 / len(_kernels()):.1f} us")
+          f"compiles; a repeated launch costs {totals['memo'] * 1e6 / len(kernels):.1f} us")
     print(f"load after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     return 0
 
