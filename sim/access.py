@@ -3,8 +3,13 @@
     check -> schedule -> route -> perform -> observe
 
 1. check: the address range lies inside the tensor the pointer was computed from and
-   inside one known buffer (sim/memory.py: an error naming the kernel line, never a
-   segfault);
+   inside one known buffer, every lane at a multiple of its DMA grain (sim/memory.py: an
+   error naming the kernel line, never a segfault); a read of bytes another core's
+   unordered store is still writing is a stale read (sim/stale.py, only for a core that
+   synchronised through such an atomic: `c.hazards`); a read of symmetric memory still
+   holding its allocation's poison is an uninitialised read (sim/initcheck.py, only while
+   some live allocation is poisoned: `rt.heaps.poisoned`) -- the last two cost one
+   attribute test when off;
 2. schedule: the access is a scheduling point (sim/schedulers/), and a store of the same
    core still in flight to overlapping bytes lands first (sim/dma.py: `depend`);
 3. route: a scalar load goes through the core's data cache (CACHE, sim/cache.py); a store
@@ -44,7 +49,9 @@ from __future__ import annotations
 import numpy as np
 from triton._C.libtriton import interpreter as _cpu
 
-from . import context, dma, memory, spin, stale
+from triton_dist.backend import current_call
+
+from . import context, dma, initcheck, memory, spin, stale
 from .spin import ATOMIC_SPIN, LOAD_SPIN, PLAIN_SPIN
 
 _RELAXED = _cpu.MEM_SEMANTIC.RELAXED
@@ -132,10 +139,18 @@ def _site():
     return None if f is None else (f.f_code, f.f_lineno)
 
 
+_OR = np.bitwise_or.reduce
+
+
 def _check(rt, base, sel, lo, hi, itemsize, what):
     """Step 1: inside the pointer's own tensor, inside one known buffer (else SimMemoryError).
     A pointer's base is a live allocation of a known buffer, taken in this launch (sim/interp.py,
-    memory.base_of): an access inside it needs no other look-up."""
+    memory.base_of): an access inside it needs no other look-up.  Every lane's address must be
+    a multiple of the DMA's granularity for the element size (memory.DMA_GRAIN)."""
+    g = memory.DMA_GRAIN.get(itemsize, 1)
+    if g > 1 and (lo if sel is None or sel.size < 2 else int(_OR(sel))) & (g - 1):     # one pass over the lanes
+        bad = lo if lo % g else int(sel[(sel & np.uint64(g - 1)) != 0][0])
+        raise memory.misaligned(rt, what(), bad, g, itemsize)
     if base is not None:
         if base[0] <= lo and hi <= base[1]:
             return
@@ -161,6 +176,8 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     c = context.core()
     if c is not None and c.hazards:      # another core's store still in flight over these bytes?
         stale.check(rt, c, lo, hi, "tl.load", _site())
+    if rt.heaps.poisoned:                # symmetric memory nothing wrote yet? (sim/initcheck.py)
+        initcheck.check(rt, lo, sel, "tl.load", _site())
     out = _cpu.load(ptrs, mask, other, np_dtype)
     obs = rt.observers
     if obs is not None:
@@ -183,6 +200,8 @@ def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
     c = context.core()
     if c is not None and c.hazards:
         stale.check(rt, c, addr, hi, "scalar tl.load", _site())
+    if rt.heaps.poisoned:
+        initcheck.check(rt, addr, None, "scalar tl.load", _site())
     out = rt.memory.scalar_load(addr, np_dtype)
     res = np.full(ptrs.shape, out, dtype=np_dtype)
     obs = rt.observers
@@ -305,6 +324,8 @@ def _atomic_order(rt, sel, lo, hi, sem, op):
     """An atomic and the core's stores in flight (sim/stale.py): a read of bytes another core's
     unordered store is still writing is reported; a releasing atomic completes the core's own
     stores (default model); stores it leaves in flight are remembered at its addresses."""
+    if rt.heaps.poisoned:
+        initcheck.check(rt, lo, sel, f"tl.atomic_{op}", _site())
     c = context.core()
     if c is None:
         return
@@ -364,6 +385,8 @@ def library_load(rt, addr: int, np_dtype):
     itemsize = _itemsize(np_dtype)
     rt.sched.point("scalar load", addr)
     dma.depend(addr, addr + itemsize)     # the core's own store to it lands first
+    if rt.heaps.poisoned:
+        initcheck.check(rt, addr, None, current_call("the device library's read"))
     out = rt.memory.scalar_load(addr, np_dtype)
     if rt.observers is not None:
         _library(rt, LOAD, CACHE, addr, itemsize, np_dtype, out)
@@ -385,6 +408,8 @@ def library_store(rt, addr: int, value, np_dtype) -> None:
 def library_add(rt, addr: int, value: int, np_dtype) -> None:
     """Signal ADD: a hardware atomic add (UB->GM copy in atomic-add mode), bypassing the cache.
     The caller has made it a scheduling point and told the observers of the signal."""
+    if rt.heaps.poisoned:
+        initcheck.check(rt, addr, None, current_call("signal ADD"))
     old = memory.atomic_add(addr, value, np_dtype)
     rt.sched.wrote()
     if rt.observers is not None:
@@ -396,6 +421,9 @@ def library_copy(rt, dst: int, src: int, nbytes: int) -> None:
     rt.sched.point("dma copy", dst, nbytes)
     dma.depend(src, src + nbytes)       # the core's own stores to either buffer land first
     dma.depend(dst, dst + nbytes)
+    if rt.heaps.poisoned and nbytes:
+        initcheck.check(rt, src, np.arange(src, src + nbytes, 8, dtype=np.uint64),
+                        current_call("the transfer's read of its source"))
     memory.copy(dst, src, nbytes)
     rt.sched.wrote()
     if rt.observers is not None:

@@ -35,6 +35,7 @@ class HeapSet:
         # reused.  The storage is kept so that its identity cannot be reused meanwhile; it is a
         # view of the heap and owns no memory.
         self.freed_storages = {}
+        self.poisoned = 0                     # live allocations filled with poison (sim/initcheck.py)
 
     def remember_freed(self, t, a) -> None:
         key = _storage_id(t)
@@ -222,9 +223,12 @@ class SimBackend(Backend):
         self._collective(what, lambda: dist.all_gather_object(allv, mine))
         require_agreement(what, allv)
 
-    def symm_tensor(self, shape, dtype):
+    def symm_tensor(self, shape, dtype, poison: str | None = None):
+        """poison: the call that asked for memory as aclshmem_malloc gives it (sim/initcheck.py):
+        filled with a poison pattern instead of zeros (also with TRITON_DIST_SIM_INIT_CHECK=1)."""
         import torch
         import torch.distributed as dist
+        from . import initcheck
         rt = self._runtime()
         shape, dtype = symm_shape_dtype(shape, dtype)
         hs = rt.heaps
@@ -233,7 +237,13 @@ class SimBackend(Backend):
         a = hs.allocator.alloc(nbytes, f"symm tensor #{hs.allocator.next_id} ({str(dtype)[6:]}{list(shape)})")
         buf = hs.maps[rt.rank]
         t = torch.frombuffer(buf, dtype=torch.uint8, count=a.nbytes, offset=a.offset)
-        t.zero_()
+        if poison is None and initcheck.native_enabled():
+            poison = f"triton_dist.symm_tensor with {initcheck.ENV}=1"
+        if poison is not None:
+            initcheck.poison(hs, rt.rank, a, _caller(), poison)
+        else:
+            t.zero_()
+            a.site = _caller()
         out = t[:nbytes].view(dtype).view(shape)     # a zero-size one too: a view of its slot, so free finds it
         hs.tensors[a.offset] = a
         # Nobody may write into a peer's new tensor before the peer has zeroed it.
@@ -256,6 +266,8 @@ class SimBackend(Backend):
             raise TritonDistError("free: this tensor was not returned by triton_dist.symm_tensor")
         self._agree("free", ("free", a.aid))
         del hs.tensors[off]
+        from . import initcheck
+        initcheck.forget(hs, a)
         hs.allocator.release(off, _caller())
         hs.remember_freed(t, a)
 

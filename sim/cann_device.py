@@ -14,7 +14,7 @@ Models of the machine (not what a sequential interpreter does):
   deadlock report);
 - sync_block_set / sync_block_wait: a cube<->vector flag is a counter (set adds one, wait
   takes one: Ascend C CrossCoreSetFlag/CrossCoreWaitFlag, inferred, not verified on
-  hardware).  The simulator runs a block's cube and vector code in one instance, in program
+  hardware); a set left unwaited at the end of the program is reported (check_paired).  The simulator runs a block's cube and vector code in one instance, in program
   order, so a wait that no earlier set of the instance satisfies can never be satisfied here:
   either a missing set (a deadlock on the NPU) or a cube/vector pipeline whose set comes later
   in the source (triton-ascend's flash-attention example, docs/zh/triton_api/Extension_Ops/
@@ -82,11 +82,11 @@ def _flags(c) -> dict:
 
 
 def sync_block_set(self, sender, receiver, event_id, sender_pipe_value=None, receiver_pipe_value=None):
-    """ascend_interpreter.py :449 (a no-op there)."""
+    """ascend_interpreter.py :449 (a no-op there).  The flag's count is the list of the kernel
+    lines of its sets not yet waited for (check_paired names them at the end of the program)."""
     c = _core("sync_block_set")
     key = (str(sender), str(receiver), _int(event_id))
-    flags = _flags(c)
-    flags[key] = flags.get(key, 0) + 1
+    _flags(c).setdefault(key, []).append(context.kernel_line(3))
     context.runtime().spin_reset()          # a set is progress for the deadlock watchdog
 
 
@@ -95,8 +95,8 @@ def sync_block_wait(self, sender, receiver, event_id, sender_pipe_value=None, re
     c = _core("sync_block_wait")
     key = (str(sender), str(receiver), _int(event_id))
     flags = _flags(c)
-    if flags.get(key, 0) > 0:
-        flags[key] -= 1
+    if flags.get(key):
+        flags[key].pop(0)
         return
     rt = context.runtime()
     raise TritonDistError(
@@ -106,7 +106,37 @@ def sync_block_wait(self, sender, receiver, event_id, sender_pipe_value=None, re
         f"{receiver} core would wait forever: put the matching sync_block_set on the {sender} side first), or the "
         f"set comes later in the source, in a cube/vector pipeline (cube and vector loops handing flags back and "
         f"forth), which the simulator cannot run: it runs a block's cube and vector code in one instance, in "
-        f"program order (not modelled).  Flags set so far: {dict(flags) or 'none'}")
+        f"program order (not modelled).  Flags set so far: {_counts(flags) or 'none'}")
+
+
+def _counts(flags) -> dict:
+    return {k: len(v) for k, v in flags.items() if v}
+
+
+def check_paired(c) -> None:
+    """The end of program c: every sync_block_set must have been waited for.  On the NPU a
+    cross-core flag is a hardware counter that outlives the kernel (Ascend C CrossCoreSetFlag /
+    CrossCoreWaitFlag, inferred, not verified), so a set nobody waits for makes a wait of the
+    next kernel on that event return before its data is there; msSanitizer's synccheck reports
+    exactly this ("unpaired synchronization instructions in the preceding operators")."""
+    left = {k: v for k, v in (c.flags or {}).items() if v}
+    if not left:
+        return
+    rt = context.runtime()
+    lines = []
+    for (sender, receiver, event), sites in sorted(left.items()):
+        lines.append(f"  sync_block_set({sender!r}, {receiver!r}, event_id={event}) at {sites[0]}: set "
+                     f"{len(sites)} time{'s' if len(sites) > 1 else ''} more than sync_block_wait({sender!r}, "
+                     f"{receiver!r}, {event}) waited")
+    first = sorted(left)[0]
+    raise TritonDistError(
+        f"unpaired sync_block_set at the end of the kernel: rank {rt.rank} core {c.phys} (program "
+        f"{tuple(c.grid_idx)}, sub-core {getattr(c, 'sub_vec', 0)}) ends with flags set and never waited for:\n"
+        + "\n".join(lines) +
+        f"\nOn the NPU the flag stays set after the kernel, so the next kernel's sync_block_wait on that event "
+        f"returns at once, before its data is ready (msSanitizer's synccheck reports it).  Fix: add the matching "
+        f"sync_block_wait({first[0]!r}, {first[1]!r}, {first[2]}) on the {first[1]} side of this block, or remove "
+        f"the extra set.")
 
 
 def _ptr_base(h):

@@ -27,6 +27,32 @@ class SimMemoryError(TritonDistError):
     """A kernel touched memory outside every buffer it may touch."""
 
 
+class MisalignedAccessError(SimMemoryError):
+    """A kernel's access to global memory at an address that is not a multiple of the DMA's
+    granularity for its element type (msSanitizer's "unaligned access")."""
+
+
+# The GM address granularity of a kernel's DMA by element size: AscendNPU-IR's load/store
+# templates move 8/16/32-bit elements with copy_gm_to_ubuf_align_b8/_b16/_b32 (and the
+# copy_ubuf_to_gm_* twins) and 64-bit ones as pairs of 32-bit ones
+# (bishengir/lib/Template/include/DMA/DMAUtils.h L253-310, Ascend/AscendNPU-IR @ 52f96a13).
+DMA_GRAIN = {1: 1, 2: 2, 4: 4, 8: 4, 16: 4}
+
+
+def misaligned(rt, what: str, addr: int, grain: int, itemsize: int) -> MisalignedAccessError:
+    """The report of an access at `addr`, not a multiple of `grain` bytes."""
+    c = context.core()
+    who = f"rank {rt.rank}" + (f" core {c.phys} (program {tuple(c.grid_idx)})" if c is not None else "")
+    return MisalignedAccessError(
+        f"misaligned access: {who}: {what} at {context.kernel_line(4)} touches {rt.space.describe(addr)} "
+        f"(address 0x{addr:x}), which is not a multiple of {grain} bytes.  On the NPU a kernel's access to "
+        f"global memory is a DMA whose address granularity is the element width, at most 4 bytes "
+        f"({itemsize}-byte elements move with copy_gm_to_ubuf_align_b{8 * min(itemsize, 4)}), so this transfer "
+        f"faults or moves the wrong bytes; msSanitizer's memcheck reports it as an unaligned access.  Fix: move a "
+        f"pointer of this dtype only by whole elements (do not bitcast a byte pointer at an odd offset to a wider "
+        f"type).")
+
+
 class Buffer:
     __slots__ = ("start", "end", "name", "heap_rank", "heap")
 

@@ -285,7 +285,7 @@ class SimRuntime:
 
     # -- kernel launch ------------------------------------------------------------------------
     def run_grid(self, fn, args, grid, tensors):
-        from . import primitives
+        from . import cann_device, primitives
         kernel = getattr(fn, "__name__", "kernel")
         added = []
         seen_storage = set()
@@ -339,6 +339,8 @@ class SimRuntime:
             ended = False
             try:
                 fn(**args)
+                if c.flags:
+                    cann_device.check_paired(c)     # every sync_block_set was waited for
                 primitives.complete_pending(c)
                 if race is not None:
                     race.core_end(c)

@@ -140,7 +140,7 @@ def _distinct(entries):
 
 def _constexprs(consts):
     import triton.language as tl
-    return {k: getattr(tl, v["dtype"]) if isinstance(v, dict) else v for k, v in consts.items()}
+    return {k: tl.dtype(v["dtype"]) if isinstance(v, dict) else v for k, v in consts.items()}   # a dtype by its name (fp32)
 
 
 SOURCES = (["triton_dist/kernels/" + f for f in sorted(os.listdir(os.path.join(ROOT, "triton_dist", "kernels")))]

@@ -29,12 +29,14 @@ def _round_up(n: int, a: int) -> int:
 class Allocation:
     """nbytes: the heap space taken (rounded up to ALIGN); size: the bytes asked for, the
     tensor's own bytes (what an access must stay inside)."""
-    __slots__ = ("aid", "offset", "nbytes", "label", "size", "freed_at")
+    __slots__ = ("aid", "offset", "nbytes", "label", "size", "freed_at", "site", "poisoned")
 
     def __init__(self, aid: int, offset: int, nbytes: int, label: str, size: int | None = None):
         self.aid, self.offset, self.nbytes, self.label = aid, offset, nbytes, label
         self.size = nbytes if size is None else size
         self.freed_at = None        # "file.py:LINE" of the triton_dist.free that released it
+        self.site = None            # where it was allocated, once a backend records it
+        self.poisoned = False       # filled with a poison pattern, not zeros (the simulator's initcheck)
 
 
 class HeapAllocator:

@@ -5,7 +5,8 @@ only where no real `shmem` can be imported.
 
 Inside a simulated rank the heap already exists (the launcher made it): aclshmem_init checks
 that the rank and world size it is given are this rank's and returns 0; tensors come from
-triton_dist.symm_tensor (collective, zero-filled, the same offset on every rank) and go back
+triton_dist's symmetric heap (collective, the same offset on every rank, not zeroed: filled
+with a poison pattern, sim/initcheck.py) and go back
 with triton_dist.free; teams are sim/teams.py's.  The names and return conventions are the
 binding's (evidence F): 0 for success, a team index or -1 for non-members.
 """
@@ -75,10 +76,13 @@ def aclshmem_finalize() -> int:
 
 
 def aclshmem_create_tensor(shape, dtype=None, device_id=None):
+    """As on the NPU, the memory is not zeroed: it holds a poison pattern, and a kernel reading
+    a word of it before anything wrote it is reported (sim/initcheck.py)."""
     import torch
-    import triton_dist
+    from triton_dist import backend
     shape = [shape] if isinstance(shape, int) else list(shape)
-    return triton_dist.symm_tensor(tuple(shape), dtype if dtype is not None else torch.float32)
+    return backend.active().symm_tensor(tuple(shape), dtype if dtype is not None else torch.float32,
+                                        poison="shmem.aclshmem_create_tensor: aclshmem_malloc does not zero")
 
 
 def aclshmem_free_tensor(t) -> None:

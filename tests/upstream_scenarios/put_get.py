@@ -75,6 +75,8 @@ def main():
     dst = ash.aclshmem_create_tensor([32], dtype=torch.int32, device_id=rank)
     signal = ash.aclshmem_create_tensor([world], dtype=torch.int32, device_id=rank)
     sync = ash.aclshmem_create_tensor([world], dtype=torch.int32, device_id=rank)
+    signal.zero_()          # aclshmem_malloc does not zero (upstream test_put_get_mem.py L162 zeroes its signals)
+    sync.zero_()
     src.copy_(torch.arange(32, dtype=torch.int32) + rank * 1000)
     want = torch.arange(32, dtype=torch.int32) + recv_peer * 1000
     epoch = 0

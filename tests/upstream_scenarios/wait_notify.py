@@ -41,6 +41,7 @@ def main():
     rank, world = common.init()
     data = ash.aclshmem_create_tensor([32], dtype=torch.int64, device_id=rank)
     signal = ash.aclshmem_create_tensor([1], dtype=torch.int64, device_id=rank)   # as upstream: world 2
+    signal.zero_()          # as upstream (test_wait_notify.py L68-69): aclshmem_malloc does not zero
     out = torch.zeros([32], dtype=torch.int64).npu()
     dist.barrier()
     if rank != 0:
