@@ -31,5 +31,5 @@ done
 if [ -n "${TRITON_DIST_EXTRA_TRITONS-3.5.1 3.9.0}" ]; then
   py=$(bash scripts/triton_ascend_double.sh)
   echo "[test] triton-ascend main line (test doubles over 3.5.1)"
-  "$py" -m pytest -n auto -q tests/test_canary.py tests/test_triton_ascend_main.py
+  "$py" -m pytest -n auto -q tests/test_canary.py tests/test_triton_ascend_main.py tests/test_core_split.py
 fi

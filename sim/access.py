@@ -51,7 +51,7 @@ from triton._C.libtriton import interpreter as _cpu
 
 from triton_dist.backend import current_call
 
-from . import context, dma, initcheck, memory, spin, stale
+from . import context, core_split, dma, initcheck, memory, spin, stale
 from .spin import ATOMIC_SPIN, LOAD_SPIN, PLAIN_SPIN
 
 _RELAXED = _cpu.MEM_SEMANTIC.RELAXED
@@ -160,8 +160,29 @@ def _check(rt, base, sel, lo, hi, itemsize, what):
 
 # ---- tl.load / tl.store / tl.atomic_* (sim/interp.py) -------------------------------------
 
+def _owned(kind) -> bool:
+    """False on the instance of a split block (sim/core_split.py) whose core does not own this access."""
+    c = context.core()
+    return c is None or c.split is None or core_split.owns(c, kind)
+
+
+def _unowned_load(rt, ptrs, mask, other, np_dtype, base):
+    """The value a non-owning instance computes with: memory as it is, seen by nothing (the owning
+    instance's load is the one the caches, the DMA order and the race detector see)."""
+    if mask is None:
+        mask = _all(ptrs)
+    sel, _ = _active(ptrs, mask)
+    if sel.size:
+        itemsize = _itemsize(np_dtype)
+        lo, hi = int(sel.min()), int(sel.max()) + itemsize
+        _check(rt, base, sel, lo, hi, itemsize, lambda: f"load of {np.dtype(np_dtype).name}")
+    return _cpu.load(ptrs, mask, other, np_dtype)
+
+
 def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool, base=None) -> np.ndarray:
     rt = context.runtime()
+    if not _owned(core_split.LOAD):
+        return _unowned_load(rt, ptrs, mask, other, np_dtype, base)
     if scalar and rt.memory.caches:
         return _scalar_load(rt, ptrs, mask, other, np_dtype, base)
     itemsize = _itemsize(np_dtype)
@@ -215,6 +236,8 @@ def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
 
 def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, base=None) -> None:
     rt = context.runtime()
+    if not _owned(core_split.STORE):     # the other core's store (sim/core_split.py)
+        return
     if scalar and rt.memory.caches:
         return _scalar_store(rt, ptrs, value, mask, base)
     itemsize = value.dtype.itemsize
@@ -276,6 +299,8 @@ def _scalar_store(rt, ptrs, value, mask, base):
 
 def atomic_rmw(op, ptrs, val, mask, sem, base=None):
     rt = context.runtime()
+    if not _owned(core_split.ATOMIC):
+        return _unowned_load(rt, ptrs, mask, np.zeros(ptrs.shape, dtype=val.dtype), val.dtype, base)
     itemsize = val.dtype.itemsize
     sel, m = _active(ptrs, mask)
     if sel.size:
@@ -299,6 +324,8 @@ def atomic_rmw(op, ptrs, val, mask, sem, base=None):
 
 def atomic_cas(ptrs, cmp, val, sem, base=None):
     rt = context.runtime()
+    if not _owned(core_split.ATOMIC):
+        return _unowned_load(rt, ptrs, None, np.zeros(ptrs.shape, dtype=val.dtype), val.dtype, base)
     itemsize = val.dtype.itemsize
     sel = ptrs.ravel()
     lo, hi = int(sel.min()), int(sel.max()) + itemsize

@@ -228,10 +228,11 @@ class Board:
                         f"  {who}: polls with {what} at {where}: "
                         f"{target} (0x{int(r['addr']):x}) sees {seen} every time, "
                         f"writing nothing (it waits for another task to change it)")
-                elif st == WAITING:
+                elif st == WAITING:      # address 0: a wait on no memory (a core barrier, a block flag)
+                    at = f" (0x{int(r['addr']):x})" if int(r["addr"]) else ""
                     lines.append(
                         f"  {who}: {op} at {where}: "
-                        f"{target} (0x{int(r['addr']):x}) awaits {value(r, 'awaited')}, "
+                        f"{target}{at} awaits {value(r, 'awaited')}, "
                         f"sees {seen}")
                 elif st == DONE:
                     lines.append(f"  {who}: finished")

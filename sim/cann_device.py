@@ -13,13 +13,10 @@ Models of the machine (not what a sequential interpreter does):
 - sync_block_all: a barrier of the launch's cores (sim/runtime.py core_barrier, with its
   deadlock report);
 - sync_block_set / sync_block_wait: a cube<->vector flag is a counter (set adds one, wait
-  takes one: Ascend C CrossCoreSetFlag/CrossCoreWaitFlag, inferred, not verified on
-  hardware); a set left unwaited at the end of the program is reported (check_paired).  The simulator runs a block's cube and vector code in one instance, in program
-  order, so a wait that no earlier set of the instance satisfies can never be satisfied here:
-  either a missing set (a deadlock on the NPU) or a cube/vector pipeline whose set comes later
-  in the source (triton-ascend's flash-attention example, docs/zh/triton_api/Extension_Ops/
-  sync_block.md), which needs separate cube and vector instances: not modelled.  Both are
-  reported at once, with the kernel line, as a TritonDistError saying so;
+  takes one: Ascend C CrossCoreSetFlag/CrossCoreWaitFlag); a kernel that names them runs each
+  block as concurrent cube and vector instances (sim/core_split.py), the set on the sender's,
+  the wait, a blocking scheduling point, on the receiver's, with deadlock and unpaired-flag
+  reports;
 - the ops that read or write global memory (gather_out_to_ub, scatter_ub_to_out, index_put,
   index_select_simd) go through the access path (sim/access.py) like tl.load/tl.store
   (caches, DMA order, the race detector, the bounds of the tensor the pointer came from).
@@ -33,7 +30,7 @@ from triton.runtime.interpreter import TensorHandle, _get_np_dtype
 
 from triton_dist.errors import TritonDistError
 
-from . import access, context, memory
+from . import access, context, core_split, memory
 
 SYNC_MODES = ("all_cube", "all_vector", "all", "all_sub_vector")
 
@@ -62,7 +59,7 @@ def create_get_sub_vec_id(self):
 
 
 def sync_block_all(self, mode, event_id):
-    """ascend_interpreter.py :468 (a no-op there)."""
+    """ascend_interpreter.py :481 (a no-op there)."""
     mode = mode.value if isinstance(mode, tl.constexpr) else mode
     where = context.kernel_line(3)
     if mode not in SYNC_MODES:
@@ -71,72 +68,40 @@ def sync_block_all(self, mode, event_id):
         raise TritonDistError(f"{where}: sync_block_all('all_sub_vector') (a barrier of the two vector sub-cores "
                               f"of each block) is not modelled by the simulator")
     c = _core("sync_block_all")
-    context.runtime().core_barrier(c)
+    rt = context.runtime()
+    s = c.split
+    if s is None or mode == "all":      # every core of the launch (split blocks: each instance)
+        rt.core_barrier(c)
+        return
+    kind = core_split.CUBE if mode == "all_cube" else core_split.VECTOR
+    if s.core_type != kind:             # a barrier of the other kind's cores
+        return
+    nblocks = c.grid_dim[0] * c.grid_dim[1] * c.grid_dim[2]
+    parties = nblocks * (1 if kind == core_split.CUBE else s.block.nvec)
+    rt.core_barrier(c, mode, parties, f"the {parties} {kind} cores of rank {rt.rank} (sync_block_all({mode!r}))")
 
 
-def _flags(c) -> dict:
-    flags = getattr(c, "flags", None)
-    if flags is None:
-        flags = c.flags = {}
-    return flags
+def _flag_args(what, sender, receiver, event_id):
+    c = _core(what)
+    sender, receiver = str(sender), str(receiver)
+    if c.split is None:
+        raise TritonDistError(
+            f"{context.kernel_line(4)}: {what}({sender!r}, {receiver!r}, {_int(event_id)}) in a kernel the simulator "
+            f"did not see naming sync_block_set/sync_block_wait (it looks for the names in the kernel and the @jit "
+            f"helpers among its globals), so its block runs as one instance: call it from the kernel or such a helper")
+    return c, sender, receiver, _int(event_id)
 
 
 def sync_block_set(self, sender, receiver, event_id, sender_pipe_value=None, receiver_pipe_value=None):
-    """ascend_interpreter.py :449 (a no-op there).  The flag's count is the list of the kernel
-    lines of its sets not yet waited for (check_paired names them at the end of the program)."""
-    c = _core("sync_block_set")
-    key = (str(sender), str(receiver), _int(event_id))
-    _flags(c).setdefault(key, []).append(context.kernel_line(3))
-    context.runtime().spin_reset()          # a set is progress for the deadlock watchdog
+    """ascend_interpreter.py :449 (a no-op there): on the sender's core of the block (sim/core_split.py)."""
+    c, sender, receiver, event = _flag_args("sync_block_set", sender, receiver, event_id)
+    core_split.block_set(c, sender, receiver, event, context.kernel_line(3))
 
 
 def sync_block_wait(self, sender, receiver, event_id, sender_pipe_value=None, receiver_pipe_value=None):
-    """ascend_interpreter.py :459 (a no-op there)."""
-    c = _core("sync_block_wait")
-    key = (str(sender), str(receiver), _int(event_id))
-    flags = _flags(c)
-    if flags.get(key):
-        flags[key].pop(0)
-        return
-    rt = context.runtime()
-    raise TritonDistError(
-        f"{context.kernel_line(3)}: sync_block_wait({sender!r}, {receiver!r}, event_id={key[2]}) of program "
-        f"{tuple(c.grid_idx)} (sub-core {getattr(c, 'sub_vec', 0)}) of rank {rt.rank}: no sync_block_set({sender!r}, "
-        f"{receiver!r}, {key[2]}) came before it in this block.  Either the kernel has none (on the NPU the "
-        f"{receiver} core would wait forever: put the matching sync_block_set on the {sender} side first), or the "
-        f"set comes later in the source, in a cube/vector pipeline (cube and vector loops handing flags back and "
-        f"forth), which the simulator cannot run: it runs a block's cube and vector code in one instance, in "
-        f"program order (not modelled).  Flags set so far: {_counts(flags) or 'none'}")
-
-
-def _counts(flags) -> dict:
-    return {k: len(v) for k, v in flags.items() if v}
-
-
-def check_paired(c) -> None:
-    """The end of program c: every sync_block_set must have been waited for.  On the NPU a
-    cross-core flag is a hardware counter that outlives the kernel (Ascend C CrossCoreSetFlag /
-    CrossCoreWaitFlag, inferred, not verified), so a set nobody waits for makes a wait of the
-    next kernel on that event return before its data is there; msSanitizer's synccheck reports
-    exactly this ("unpaired synchronization instructions in the preceding operators")."""
-    left = {k: v for k, v in (c.flags or {}).items() if v}
-    if not left:
-        return
-    rt = context.runtime()
-    lines = []
-    for (sender, receiver, event), sites in sorted(left.items()):
-        lines.append(f"  sync_block_set({sender!r}, {receiver!r}, event_id={event}) at {sites[0]}: set "
-                     f"{len(sites)} time{'s' if len(sites) > 1 else ''} more than sync_block_wait({sender!r}, "
-                     f"{receiver!r}, {event}) waited")
-    first = sorted(left)[0]
-    raise TritonDistError(
-        f"unpaired sync_block_set at the end of the kernel: rank {rt.rank} core {c.phys} (program "
-        f"{tuple(c.grid_idx)}, sub-core {getattr(c, 'sub_vec', 0)}) ends with flags set and never waited for:\n"
-        + "\n".join(lines) +
-        f"\nOn the NPU the flag stays set after the kernel, so the next kernel's sync_block_wait on that event "
-        f"returns at once, before its data is ready (msSanitizer's synccheck reports it).  Fix: add the matching "
-        f"sync_block_wait({first[0]!r}, {first[1]!r}, {first[2]}) on the {first[1]} side of this block, or remove "
-        f"the extra set.")
+    """ascend_interpreter.py :465 (a no-op there): blocks the receiver's core of the block until a set."""
+    c, sender, receiver, event = _flag_args("sync_block_wait", sender, receiver, event_id)
+    core_split.block_wait(c, sender, receiver, event, context.kernel_line(3))
 
 
 def _ptr_base(h):

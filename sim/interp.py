@@ -185,7 +185,8 @@ def _dot(orig):
     # (a 16x16 dot comes out ~1e10 off); widen them to fp32 first, as the hardware does.
     def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         obs = getattr(context._runtime, "observers", None)     # issue 17: sim/predict records the dot's FLOPs
-        if obs is not None:
+        c = context.core()
+        if obs is not None and (c is None or c.split is None or c.split.core_type == "cube"):   # the cube's dot only
             obs.dot(a.data.size // a.data.shape[-1], b.data.shape[-1], a.data.shape[-1], a.dtype.scalar,
                     input_precision)
         if a.dtype.scalar == triton.language.bfloat16:

@@ -33,6 +33,9 @@ Synchronisation (called by sim/primitives.py, sim/runtime.py, sim/backend.py):
   kernel_begin() / kernel_end()             a launch on this rank's host
   core_begin(c) / core_end(c)               a program starts / finishes on its core
   core_arrive(c, gen) / core_depart(c, gen) the local core barrier
+  flag_set(c, keys) / flag_wait(c, keys)    a block's cube<->vector flag set / the wait it satisfied
+                                            (sim/core_split.py): the wait with key k follows the set
+                                            with key k
   collective_arrive() / collective_depart() a host collective
   p2p_send(src, dst, tag, seq) / p2p_recv(src, dst, tag, seq)
                                             a torch.distributed send / recv of rank host code
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 # every event a subscriber may implement; those with an answer return the first non-None
 EVENTS = ("access", "landed", "signal", "observed", "consume", "rma", "quiet", "stores_landed", "dot", "kernel_begin",
-          "kernel_end", "core_begin", "core_end", "core_arrive", "core_depart", "collective_arrive",
+          "kernel_end", "core_begin", "core_end", "core_arrive", "core_depart", "flag_set", "flag_wait", "collective_arrive",
           "collective_depart", "p2p_send", "p2p_recv", "dump")
 ANSWERING = frozenset({"observed"})
 

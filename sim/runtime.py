@@ -10,7 +10,7 @@ from triton_dist.backend import current_call
 from triton_dist.errors import DeadlockError, LaunchTimeoutError, TritonDistError
 
 from . import board as B
-from . import context, device
+from . import context, core_split, device
 from .compat import cann
 from .memory import AddressSpace, Buffer
 from .spin import PLAIN_SPIN, POLLING, SPINNING, SpinWatch
@@ -41,7 +41,7 @@ class CoreContext:
     `core` is the program's linear index (GetBlockIdx on the NPU; `ncores` the grid size),
     `phys` the physical core it runs on (its status-board and schedule slot)."""
     __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin",
-                 "phys", "sub_vec", "sub_blocks", "flags", "hazards")
+                 "phys", "sub_vec", "sub_blocks", "split", "hazards")
 
     def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel, phys=None):
         self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
@@ -52,7 +52,7 @@ class CoreContext:
         self.phys = core if phys is None else phys
         self.sub_vec = 0         # sub_vec_id(): which vector sub-core of its block (sim/compat/cann.py)
         self.sub_blocks = 1      # instances its block runs as (2: a mix kernel calling sub_vec_id)
-        self.flags = None        # sync_block_set/wait counters of this instance (sim/cann_device.py)
+        self.split = None        # core_split.Instance: this is the cube or a vector instance of its block
         self.hazards = None      # other cores' stores in flight it synchronised with through an atomic (sim/stale.py)
 
 
@@ -61,12 +61,15 @@ class Dispatch:
     NPU's runtime runs one block per core and delivers the rest "in a new round"
     (sim/device.py).  Schedulers run `ncores` core tasks, each calling next() until None."""
 
-    def __init__(self, rt, kernel, grid, ncores, kind, sub_blocks=1):
+    def __init__(self, rt, kernel, grid, ncores, kind, sub_blocks=1, split_vec=0):
         self.rt, self.kernel, self.grid = rt, kernel, grid
         # a mix kernel calling sub_vec_id runs each block as `sub_blocks` (2) vector instances,
-        # consecutive, with the block's program id (sim/compat/cann.py)
-        self.sub_blocks = sub_blocks
-        self.nprog = grid[0] * grid[1] * grid[2] * sub_blocks
+        # consecutive, with the block's program id (sim/compat/cann.py); a kernel handing
+        # cube<->vector flags as a cube instance and `split_vec` vector instances (sim/core_split.py)
+        self.split_vec = split_vec
+        self.sub_blocks = 1 + split_vec if split_vec else sub_blocks
+        self.nprog = grid[0] * grid[1] * grid[2] * self.sub_blocks
+        self._blocks = {}
         self.ncores = max(1, min(ncores, self.nprog))
         self.kind = kind
         self._next = 0
@@ -92,7 +95,16 @@ class Dispatch:
         rt = self.rt
         rt.board.dispatched(rt.rank, phys, i)
         c = CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
-        if self.sub_blocks > 1:
+        if self.split_vec:
+            with self._lock:
+                b = self._blocks.pop(block, None) if sub == self.sub_blocks - 1 else None
+                if b is None:
+                    b = self._blocks.setdefault(block, core_split.Block((x, y, z), self.split_vec))
+            c.ncores = self.nprog
+            c.sub_vec = max(0, sub - 1)
+            c.split = core_split.Instance(core_split.CUBE if sub == 0 else core_split.VECTOR, c.sub_vec, b)
+            b.phys[(c.split.core_type, c.sub_vec)] = phys
+        elif self.sub_blocks > 1:
             c.ncores, c.sub_vec, c.sub_blocks = self.nprog, sub, self.sub_blocks
         return c
 
@@ -125,7 +137,7 @@ class SimRuntime:
         for r, base in enumerate(heaps.bases):
             self.space.add(Buffer(base, base + heaps.size, f"symmetric heap of rank {r}", r, heaps))
         self._core_bar = threading.Condition()
-        self._core_bar_state = [0, 0]   # arrived, generation
+        self._core_bars = {}            # barrier group -> [arrived, generation]
 
     # -- addresses ------------------------------------------------------------------------
     def heap_offset(self, addr: int, what: str) -> int:
@@ -261,31 +273,34 @@ class SimRuntime:
                 self.board.set_state(self.rank, c.phys, B.RUNNING)
             c.spin.reset()
 
-    def core_barrier(self, c: CoreContext):
-        """Barrier of the local cores of one launch (the hardware's SyncAll)."""
+    def core_barrier(self, c: CoreContext, group: str = "all", parties: int | None = None, what: str = ""):
+        """Barrier of the local cores of one launch (the hardware's SyncAll): all of them, or
+        `parties` of them in `group` (the cube or the vector instances of split blocks)."""
+        parties = c.ncores if parties is None else parties
         self.sched.point("core barrier", 0, c.core)
         with self._core_bar:
-            gen = self._core_bar_state[1]
+            state = self._core_bars.setdefault(group, [0, 0])
+            gen = state[1]
             if self.observers is not None:
-                self.observers.core_arrive(c, gen)
-            self._core_bar_state[0] += 1
-            last = self._core_bar_state[0] == c.ncores
+                self.observers.core_arrive(c, gen if group == "all" else (group, gen))
+            state[0] += 1
+            last = state[0] == parties
             if last:
-                self._core_bar_state[0] = 0
-                self._core_bar_state[1] += 1
+                state[0] = 0
+                state[1] += 1
             self.sched.wrote()          # an arrival is a change other cores wait to see (counted after it)
             if last:
                 if self.observers is not None:
-                    self.observers.core_depart(c, gen)
+                    self.observers.core_depart(c, gen if group == "all" else (group, gen))
                 return
-        self.wait_until("local core barrier", 0, gen + 1, lambda: self._core_bar_state[1],
-                        lambda g: g != gen, target=f"the {c.ncores} cores of rank {self.rank}")
+        self.wait_until("local core barrier", 0, gen + 1, lambda: state[1],
+                        lambda g: g != gen, target=what or f"the {parties} cores of rank {self.rank}")
         if self.observers is not None:
-            self.observers.core_depart(c, gen)
+            self.observers.core_depart(c, gen if group == "all" else (group, gen))
 
     # -- kernel launch ------------------------------------------------------------------------
     def run_grid(self, fn, args, grid, tensors):
-        from . import cann_device, primitives
+        from . import primitives
         kernel = getattr(fn, "__name__", "kernel")
         added = []
         seen_storage = set()
@@ -310,16 +325,24 @@ class SimRuntime:
         mix = device.uses_dot(fn, args)
         ncores, kind = dev.cores_for(mix)
         sub_blocks = 2 if mix and cann.calls_sub_vec_id(fn) else 1
-        if sub_blocks > 1:          # both vector cores of each AI core run the kernel
+        split_vec = 0
+        if core_split.uses_block_flags(fn):     # cube and vector instances per block (sim/core_split.py)
+            split_vec = 2 if cann.calls_sub_vec_id(fn) else 1
+            ncores, kind = min(dev.cube * (1 + split_vec), self.board.cores), f"cube + {split_vec} vector per AI core"
+            if ncores < 1 + split_vec:
+                raise TritonDistError(
+                    f"kernel {kernel}: a block of it runs on {1 + split_vec} cores at once (it hands cube<->vector "
+                    f"flags), but this launch has {self.board.cores}; raise TRITON_DIST_SIM_CORES")
+        elif sub_blocks > 1:          # both vector cores of each AI core run the kernel
             ncores, kind = min(ncores * sub_blocks, dev.vector), "vector (2 per AI core)"
         if ncores > self.board.cores:
             raise TritonDistError(
                 f"kernel {kernel}: the device profile ({dev.name}) has more cores than this launch was "
                 f"started with ({self.board.cores}); set TRITON_DIST_SIM_DEVICE / TRITON_DIST_SIM_CORES "
                 f"before triton_dist.launch, not inside a rank")
-        launch = Dispatch(self, kernel, grid, ncores, kind, sub_blocks)
+        launch = Dispatch(self, kernel, grid, ncores, kind, sub_blocks, split_vec)
         self.abort.clear()
-        self._core_bar_state[:] = [0, 0]
+        self._core_bars.clear()
         self.board.clear_cores(self.rank)
         self.board.kernel_begin(self.rank, launch.nprog, ncores, kind)
         self.board.set_state(self.rank, -1, B.IN_KERNEL)
@@ -339,9 +362,9 @@ class SimRuntime:
             ended = False
             try:
                 fn(**args)
-                if c.flags:
-                    cann_device.check_paired(c)     # every sync_block_set was waited for
                 primitives.complete_pending(c)
+                if c.split is not None:     # may report a flag set and never waited for
+                    core_split.instance_end(c)
                 if race is not None:
                     race.core_end(c)
                 ended = True

@@ -14,9 +14,9 @@ What each builtin means on an Atlas A2 and how the simulator models it:
 - sub_vec_num(): 2 (vector cores per AI core on A2/A3).
 - sync_block_all(mode, event_id): a barrier of the launch's cores ("all", "all_vector",
   "all_cube": the simulator's cores are all of them); "all_sub_vector" is not modelled.
-- sync_block_set / sync_block_wait: cube<->vector flags, counted (sim/cann_device.py); the
-  simulator runs a block's cube and vector code in one instance, so a wait without an
-  earlier set is a deadlock, reported at once.
+- sync_block_set / sync_block_wait: cube<->vector flags, counted; a kernel naming them runs
+  each block as concurrent cube and vector instances (sim/core_split.py, sim/cann_device.py);
+- scope(core_mode=...): the ops inside belong to that core (sim/core_split.py).
 - debug_barrier, compile_hint, multibuffer: ordering inside one vector function and compiler
   hints: nothing to do in an interpreter (program order already holds).
 - parallel: a range.  cast, atan2, isfinited, finitef: through triton.language / numpy.
@@ -179,6 +179,27 @@ def sync_block_set(sender, receiver, event_id, sender_pipe=None, receiver_pipe=N
 @_builtin
 def sync_block_wait(sender, receiver, event_id, sender_pipe=None, receiver_pipe=None, _semantic=None):
     _sync_block("sync_block_wait", sender, receiver, event_id, _semantic)
+
+
+class scope:
+    """`with al.scope(core_mode="cube"/"vector"):` (triton-ascend extension/scope.py :28-69, same
+    arguments): the ops inside belong to that core.  In a block split into cube and vector
+    instances (sim/core_split.py) only that core's instance performs them; elsewhere nothing."""
+
+    def __init__(self, core_mode: str, _builder=None, _semantic=None, **kwargs):
+        self.core_mode = D.unwrap(core_mode)
+        if self.core_mode not in ("cube", "vector"):
+            raise ValueError(f'core_mode must be "cube" or "vector", got {self.core_mode}')
+
+    def __enter__(self):
+        from .. import core_split
+        core_split.enter_scope(self.core_mode)
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        from .. import core_split
+        core_split.exit_scope()
+        return False
 
 
 @_builtin
@@ -431,14 +452,14 @@ def _unsupported(name):
     return call
 
 
-SUPPORTED = ("sub_vec_id", "sub_vec_num", "sync_block_all", "sync_block_set", "sync_block_wait", "debug_barrier",
+SUPPORTED = ("sub_vec_id", "sub_vec_num", "sync_block_all", "sync_block_set", "sync_block_wait", "scope", "debug_barrier",
              "compile_hint", "multibuffer", "parallel", "get_element", "flip", "sort", "cast", "atan2",
              "isfinited", "finitef", "CORE", "PIPE", "MODE", "SYNC_IN_VF", "int64", "builtin", "is_builtin",
              "insert_slice", "extract_slice", "index_put", "gather_out_to_ub", "scatter_ub_to_out",
              "index_select_simd")
 # the rest of triton-ascend's __all__ (evidence C): present so imports work, refused when called
 UNSUPPORTED = ("ascend_address_space", "copy_from_ub_to_l1", "copy", "fixpipe", "FixpipeDMAMode",
-               "FixpipeDualDstMode", "FixpipePreQuantMode", "FixpipePreReluMode", "scope", "custom",
+               "FixpipeDualDstMode", "FixpipePreQuantMode", "FixpipePreReluMode", "custom",
                "custom_semantic", "register_custom_op")
 
 

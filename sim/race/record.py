@@ -355,6 +355,14 @@ class RaceRecorder:
     def core_depart(self, c, gen: int) -> None:
         self._sync(self._task(), ("q", (), (("cb", self.rank, self.launch_no, gen),), None))
 
+    def flag_set(self, c, keys) -> None:
+        t = self._task()
+        for k in keys:
+            self._sync(t, ("r", self._rid(), ("fl", self.rank, self.launch_no) + k, 0, ()))
+
+    def flag_wait(self, c, keys) -> None:
+        self._sync(self._task(), ("q", (), tuple(("fl", self.rank, self.launch_no) + k for k in keys), None))
+
     def kernel_begin(self) -> None:
         self.launch_no += 1
         self._launch_rid = self._rid()

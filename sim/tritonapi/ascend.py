@@ -15,12 +15,15 @@ The real triton.language.extra.cann.extension stays the kernels' frontend (its a
 checks, its builder calls); the simulator's models replace the builder methods behind it
 where the simulator knows more than a sequential interpreter: sub_vec_id answers for the
 block's two concurrent sub-core instances (sim/runtime.py), sync_block_* synchronize
-(sim/cann_device.py), and the ops that read or write global memory go through the
+the block's concurrent cube and vector instances (sim/cann_device.py, sim/core_split.py),
+scope(core_mode=...) says which of them owns the ops inside, and the ops that read or write global memory go through the
 simulator's memory model.  The value-only data ops (slices, get_element, sort, flip) keep
 triton-ascend's own implementations.  The grid executor is the simulator's, so the
 sequential re-run never happens.
 """
 from __future__ import annotations
+
+import importlib
 
 from triton.runtime import interpreter as _interp
 
@@ -55,6 +58,17 @@ class AscendMain(Generation35):
         # the extension's frontend reaches sub_vec_id through builder._ascend_builder (set on
         # compile builders only, extension/builder.py :65; semantic.py :90)
         builder_class._ascend_builder = property(lambda self: self)
+        # patch_extensions (ascend_interpreter.py :148, at every kernel call) makes the extension's
+        # scope a no-op context (:119-122); the simulator's scope says which core owns the ops
+        # inside (sim/core_split.py)
+        orig = getattr(builder_class.patch_extensions, "_td_orig", builder_class.patch_extensions)
+
+        def patch_extensions(self, fn):
+            orig(self, fn)
+            from ..compat import cann
+            importlib.import_module(EXTENSION).scope = cann.scope
+        patch_extensions._td_orig = orig
+        builder_class.patch_extensions = patch_extensions
 
     def extension_module(self):
         """The real triton.language.extra.cann.extension (sim/compat/cann.py steps aside)."""
