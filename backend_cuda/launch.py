@@ -14,10 +14,14 @@ from triton_dist.errors import TritonDistError
 
 
 def to_cpu(value):
-    """value with every tensor in it (lists, tuples, dicts) moved to the CPU."""
+    """value with every tensor in it (lists, tuples, dicts) moved to the CPU, with its attributes."""
     import torch
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        out = value.detach().cpu()
+        # the tensor's own attributes (triton_dist.testing's bit_identical mark) come along
+        for k, v in vars(value).items():
+            setattr(out, k, v)
+        return out
     if isinstance(value, (list, tuple)):
         out = [to_cpu(v) for v in value]
         return type(value)(out) if not hasattr(value, "_fields") else type(value)(*out)

@@ -100,12 +100,19 @@ def _patch_options(lib_path: str) -> None:
     _installed["options"] = True
 
 
+def link_device_library() -> None:
+    """Link the device library into every CUDA kernel compiled from now on in this process
+    (what install() does first; alone, for compiling without a GPU: tests/test_cuda_lowering.py,
+    tests/twin_backends.py)."""
+    _patch_options(devlib.bitcode_path())
+
+
 def install(state: np.ndarray) -> None:
     """Link the device library into kernels compiled from now on, and use `state` for them
     and for every module loaded before (re-initialization)."""
     global _state
     from triton import knobs
-    _patch_options(devlib.bitcode_path())
+    link_device_library()
     _state = np.asarray(state, dtype=np.int64).copy()
     if not _installed["hook"]:
         _installed["previous_hook"] = knobs.runtime.kernel_load_end_hook

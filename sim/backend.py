@@ -7,6 +7,7 @@ torch is imported by the methods that need it, never here.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 
 from triton_dist import lifeline
@@ -57,6 +58,7 @@ class SimBackend(Backend):
     launch_options = frozenset({"schedule", "seed", "memory_model", "barrier_plus_one", "trace", "race_check",
                                 "predict", "npu_compile"})
     auto_priority = 0          # the fallback of `auto`: runs anywhere
+    interprets_kernels = True  # sim/interp.py runs the kernels its ranks launch
     # what a rank imports: triton and the language (kernels; triton's argument specialisation
     # imports gluon at a process's first launch, 0.3 s), the rank side of the simulator
     rank_modules = Backend.rank_modules + (
@@ -71,19 +73,27 @@ class SimBackend(Backend):
 
     @classmethod
     def select(cls) -> None:
-        # Kernels defined from now on must be interpreted by the simulator.
-        interp.install()
-        # upstream Ascend kernels import triton-ascend's builtins (sub_vec_id, ...): provide
-        # them where no triton-ascend does (sim/compat/cann.py)
-        from .compat import cann, npu
-        cann.install()
+        # the default backend: kernels launched outside any rank run here too (a lone rank)
+        cls.prepare()
+        from .compat import npu
         if npu.wanted():        # TRITON_DIST_SHMEM_COMPAT=1: upstream host code, e.g. under pytest
             npu.install()
 
     @classmethod
+    def prepare(cls) -> None:
+        """What this process needs before its first simulated launch (idempotent): the
+        interpreter's patches (sim/interp.py), and triton-ascend's builtins (sub_vec_id, ...)
+        for upstream Ascend kernels where no triton-ascend provides them (sim/compat/cann.py).
+        Neither changes a compiled launch."""
+        interp.install()
+        from .compat import cann
+        cann.install()
+
+    @classmethod
     def launch(cls, fn, args, kwargs, *, world_size, timeout, **options):
+        cls.prepare()          # a session whose default backend is another one launches here too
         from .launch import launch
-        return launch(fn, args, kwargs, world_size=world_size, timeout=timeout, **options)
+        return launch(fn, args, kwargs, world_size=world_size, timeout=timeout, backend_name=cls.name, **options)
 
     def __init__(self):
         interp.install()
@@ -181,7 +191,10 @@ class SimBackend(Backend):
         self._owns_group = False
 
     def _runtime(self):
-        return context.runtime()
+        rt = context.runtime()
+        if rt.lone:         # the lone rank runs kernels launched outside any rank; no host API there
+            raise context.not_initialized()
+        return rt
 
     def rank(self):
         return self._runtime().rank
@@ -275,6 +288,38 @@ class SimBackend(Backend):
         import torch.distributed as dist
         self._collective("barrier", dist.barrier)
 
+
+def lone_rank():
+    """The runtime of kernels launched in a process that is no rank (issue 26 item 7): one
+    rank of world size 1 with its own heap, the free schedule and the session's memory model,
+    made once, as `launch(..., world_size=1)` would run them (Triton's interpreter runs a
+    kernel anywhere; so does the simulator).  Only kernels use it: the host API still needs
+    init() or a launch.  A torchrun rank that has not called init() is told to."""
+    if "RANK" in os.environ:            # a rank (torchrun) that has not called init(): it must
+        raise context.not_initialized()
+    rt = context.current()
+    if rt is not None:
+        return rt
+    from triton_dist import launcher
+    from .launch import OPTION_DEFAULTS
+    with _LONE_LOCK:
+        if context.current() is None:
+            nbytes = heap.heap_bytes()
+            import mmap
+            # private: ranks forked later from this process do not share it
+            hs = HeapSet([mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)], 0)
+            board = B.Board(1)
+            model = launcher.DEFAULTS.get("memory_model") or OPTION_DEFAULTS["memory_model"]
+            timeout = 60.0
+            rt = SimRuntime(0, 1, hs, board, cache.make(model), schedulers.make("free", 0, None, board), timeout,
+                            True)
+            rt.lone = True
+            board.set_state(0, -1, B.RUNNING)
+            context.set_runtime(rt)
+    return context.current()
+
+
+_LONE_LOCK = threading.Lock()
 
 FREED_KEPT = 4096      # freed tensors remembered for "was freed" messages (oldest forgotten first)
 

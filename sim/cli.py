@@ -17,16 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import runpy
 import shlex
 import sys
 import time
 
+from triton_dist.compare_cli import run_script as core_run_script
 from triton_dist.errors import LAUNCH_FAILURES
-
-
-class ScriptFailed(Exception):
-    """The script exited with a non-zero status."""
 
 
 def run_script(path: str, argv: list, shmem_compat: bool = False):
@@ -35,13 +31,7 @@ def run_script(path: str, argv: list, shmem_compat: bool = False):
     if shmem_compat:
         from .compat import npu
         npu.install()
-    sys.argv = [path] + list(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        runpy.run_path(path, run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (0, None):
-            raise ScriptFailed(f"{os.path.basename(path)} exited with status {e.code}") from None
+    core_run_script(path, argv)
 
 
 def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True):

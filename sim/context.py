@@ -12,10 +12,19 @@ KERNEL_CODES: set = set()  # code objects of interpreted @triton.jit functions (
 
 def runtime():
     if _runtime is None:
-        from triton_dist.errors import TritonDistError
-        raise TritonDistError(
-            "triton_dist is not initialized in this process: run the code inside "
-            "triton_dist.launch(...), or call triton_dist.init() first (e.g. under torchrun)")
+        raise not_initialized()
+    return _runtime
+
+
+def not_initialized():
+    from triton_dist.errors import TritonDistError
+    return TritonDistError(
+        "triton_dist is not initialized in this process: run the code inside "
+        "triton_dist.launch(...), or call triton_dist.init() first (e.g. under torchrun)")
+
+
+def current():
+    """The runtime of this process, or None where none is set yet (no error)."""
     return _runtime
 
 

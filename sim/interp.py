@@ -1,7 +1,20 @@
 """Every patch of Triton's interpreter lives here, and nowhere else.
 
 What the simulator needs from the interpreter, and what is changed to get it:
-- kernels defined after `install()` are interpreted (knobs.runtime.interpret);
+- the kernel mode is chosen per launch (issue 23), never per process: a @triton.jit
+  kernel stays the JITFunction Triton made, which cuda/npu ranks compile as plain Triton
+  does.  Where the simulator runs kernels (its ranks, and a process whose default backend
+  it is), JITFunction.run hands the launch to the kernel's interpreted form (an
+  InterpretedFunction of the same Python function, made once per kernel); a @jit helper
+  called inside an interpreted kernel runs its interpreted form (JITFunction.__call__);
+  triton.language's @jit tensor methods (`x.sum()`) are bound as interpreted methods for
+  the duration of a launch only;
+- a kernel launched outside any rank runs as on one rank (a lone rank, sim/backend.py),
+  as under Triton's own interpreter;
+- launches from several host threads of one rank run one at a time (the rank's device runs
+  one kernel at a time, as one stream): the language is patched by the one running; under a
+  deterministic schedule, which replays one host task per rank, a second concurrent launch
+  is refused at once;
 - a launch runs its program instances as concurrent tasks (GridExecutor.__call__), not
   one after another, and without the interpreter's copy of every argument's storage to
   a host buffer and back (that copy would undo a peer's writes into the symmetric heap);
@@ -18,7 +31,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
+import time
 import types
 
 import numpy as np
@@ -259,7 +274,7 @@ def _tensors_in(name: str, a):
 
 def _grid_call(self, *args_dev, **kwargs):
     from triton_dist.errors import TritonDistError
-    rt = context.runtime()
+    rt = _runtime_for(self.fn.__name__)
     argspec = inspect.getfullargspec(self.fn)
     kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
     tensors = []
@@ -270,25 +285,201 @@ def _grid_call(self, *args_dev, **kwargs):
                     f"kernel {self.fn.__name__}: argument {what!r} is on {t.device}; the simulator "
                     f"runs on the CPU, so pass tensors from triton_dist.symm_tensor or on 'cpu'")
             tensors.append((what, t))
-    for hook in API.pre_run_hooks(self):
-        hook(*args_dev, **kwargs)
-    # the launch's observers (e.g. the NPU compile check), before the language is patched for the run
-    kernel_launches.launched(self.fn, inspect.getcallargs(self.fn, *args_dev, **kwargs), self.constexprs)
-    patch_scope = API.patch_lang(_patch_lang, _ALL_LANG)
-    _launches_running[0] += 1
-    try:
-        args = inspect.getcallargs(self.fn, *args_dev, **kwargs)
-        args = {n: a if n in self.constexprs else _interp._implicit_cvt(a) for n, a in args.items()}
-        grid = self.grid(args) if callable(self.grid) else self.grid
-        grid = tuple(int(g) for g in grid)
-        if not 1 <= len(grid) <= 3 or min(grid) < 0:
-            raise TritonDistError(f"kernel {self.fn.__name__}: grid must be 1 to 3 non-negative sizes, got {grid}")
-        grid = grid + (1,) * (3 - len(grid))
-        _interp.interpreter_builder.set_grid_dim(*grid)
-        rt.run_grid(self.fn, args, grid, tensors)
-    finally:
-        _launches_running[0] -= 1
-        patch_scope.restore()
+    with _one_launch_at_a_time(rt, self.fn.__name__):
+        for hook in API.pre_run_hooks(self):
+            hook(*args_dev, **kwargs)
+        # the launch's observers (e.g. the NPU compile check), before the language is patched for the run
+        kernel_launches.launched(self.fn, inspect.getcallargs(self.fn, *args_dev, **kwargs), self.constexprs)
+        patch_scope = API.patch_lang(_patch_lang, _ALL_LANG)
+        methods = _bind_interpreted_methods()
+        _launches_running[0] += 1
+        try:
+            args = inspect.getcallargs(self.fn, *args_dev, **kwargs)
+            args = {n: a if n in self.constexprs else _interp._implicit_cvt(a) for n, a in args.items()}
+            grid = self.grid(args) if callable(self.grid) else self.grid
+            grid = tuple(int(g) for g in grid)
+            if not 1 <= len(grid) <= 3 or min(grid) < 0:
+                raise TritonDistError(f"kernel {self.fn.__name__}: grid must be 1 to 3 non-negative sizes, got {grid}")
+            grid = grid + (1,) * (3 - len(grid))
+            _interp.interpreter_builder.set_grid_dim(*grid)
+            rt.run_grid(self.fn, args, grid, tensors)
+        finally:
+            _launches_running[0] -= 1
+            methods.restore()
+            patch_scope.restore()
+
+
+def _runtime_for(kernel: str):
+    """The rank this launch runs on: the process's, or, in a process that is no rank, a lone
+    rank (world size 1) made on first use, as Triton's interpreter runs a kernel anywhere."""
+    from triton_dist import backend
+    from triton_dist.errors import TritonDistError
+    cls = backend.kernel_backend_class()
+    if not cls.interprets_kernels:
+        # an InterpretedFunction (a kernel defined under TRITON_INTERPRET=1) in a rank of a
+        # compiled backend: its interpreted form cannot run on that device
+        raise TritonDistError(
+            f"kernel {kernel} was defined while TRITON_INTERPRET=1 (Triton made it an InterpretedFunction), and "
+            f"backend {cls.name!r} compiles kernels for its device; unset TRITON_INTERPRET (triton_dist chooses "
+            f"per launch: the simulator interprets, {cls.name!r} compiles)")
+    rt = context.current()
+    if rt is None or rt.lone:
+        from .backend import lone_rank
+        rt = lone_rank()
+    return rt
+
+
+# ---- one launch at a time per rank ----------------------------------------------------------
+# A rank's launches share its runtime (board, abort flag, core barrier, address space) and
+# the patched language; a rank's device runs one kernel at a time, so launches from several
+# host threads take turns, first come first served.
+_launch_lock = threading.Lock()
+_running = {"thread": None, "kernel": None}
+_queued = [0]             # launches waiting for their turn (tests/test_host_threads.py watches it)
+
+
+class _one_launch_at_a_time:
+    __slots__ = ("rt", "kernel")
+
+    def __init__(self, rt, kernel):
+        self.rt, self.kernel = rt, kernel
+
+    def __enter__(self):
+        from triton_dist.errors import LaunchTimeoutError, TritonDistError
+        if _launch_lock.acquire(blocking=False):
+            self._hold()
+            return self
+        me, other = threading.current_thread(), dict(_running)
+        other["kernel"] = other.get("kernel") or "another kernel"
+        name = getattr(self.rt.sched, "name", "free")
+        if other["thread"] is me:
+            raise TritonDistError(f"kernel {self.kernel} was launched while kernel {other['kernel']} runs in the "
+                                  f"same thread (a kernel cannot launch a kernel); launch it after that one returns")
+        if name != "free":
+            raise TritonDistError(
+                f"kernel {self.kernel} was launched from host thread {me.name!r} while kernel {other['kernel']} "
+                f"(launched from thread {getattr(other['thread'], 'name', '?')!r}) is running on rank "
+                f"{self.rt.rank}: schedule={name!r} replays one host task per rank, so launches from several host "
+                f"threads at once cannot be scheduled or replayed. Launch from one thread (join the other first), "
+                f"or use schedule='free', where concurrent launches run one after the other")
+        _queued[0] += 1
+        try:
+            got = _launch_lock.acquire(timeout=max(1.0, float(self.rt.timeout)))
+        finally:
+            _queued[0] -= 1
+        if not got:
+            raise LaunchTimeoutError(
+                f"kernel {self.kernel} (host thread {me.name!r}) waited {self.rt.timeout:g} s for its turn on rank "
+                f"{self.rt.rank}: kernel {other['kernel']} launched from thread "
+                f"{getattr(other['thread'], 'name', '?')!r} is still running (a rank runs one kernel at a time, "
+                f"like one stream); give it more time with launch(..., timeout=SECONDS), or do not make one "
+                f"kernel wait for another launched from another thread of the same rank",
+                self.rt.board.report([self.rt.rank]) if self.rt.board is not None else "")
+        self._hold()
+        return self
+
+    def _hold(self):
+        _running.update(thread=threading.current_thread(), kernel=self.kernel, since=time.monotonic())
+
+    def __exit__(self, *exc):
+        _running.update(thread=None, kernel=None)
+        _launch_lock.release()
+        return False
+
+
+def launches_waiting() -> int:
+    """How many launches of this process wait for the one running to end."""
+    return _queued[0]
+
+
+# ---- the kernel mode, per launch ---------------------------------------------------------------
+
+def interpreted(jit):
+    """The interpreted form of a JITFunction: an InterpretedFunction of the same Python
+    function (made once, kept on the kernel), sharing its pre-run hooks."""
+    f = vars(jit).get(_INTERPRETED)
+    if f is None:
+        f = _interp.InterpretedFunction(jit.fn, **_jit_kwargs(jit))
+        f.pre_run_hooks = jit.pre_run_hooks
+        vars(jit)[_INTERPRETED] = f
+    return f
+
+
+_INTERPRETED = "_triton_dist_interpreted"
+
+
+def _simulator_runs_kernels() -> bool:
+    from triton_dist import backend
+    return backend.kernel_backend_class().interprets_kernels
+
+
+def _dispatching_run(orig):
+    # kernel[grid](...) and kernel.warmup(...): interpreted where the simulator runs this
+    # process's kernels; Triton's own compile-and-launch everywhere else (untouched)
+    def run(self, *args, grid, warmup, **kwargs):
+        if not _is_gluon(self) and _simulator_runs_kernels():
+            return interpreted(self).run(*args, grid=grid, warmup=warmup, **kwargs)
+        return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+    run.__wrapped__ = orig
+    return run
+
+
+def _is_gluon(jit) -> bool:
+    is_gluon = getattr(jit, "is_gluon", None)       # not on every generation's JITFunction
+    return bool(is_gluon()) if callable(is_gluon) else False
+
+
+def _dispatching_call(orig):
+    # a @jit helper called by a kernel the simulator interprets (the compiler never calls a
+    # JITFunction: it inlines or emits a call; outside a kernel Triton's own error stands)
+    def call(self, *args, **kwargs):
+        if context.core() is not None:
+            return interpreted(self)(*args, **kwargs)
+        return orig(self, *args, **kwargs)
+    call.__wrapped__ = orig
+    return call
+
+
+class _MethodScope:
+    __slots__ = ("saved",)
+
+    def __init__(self, saved):
+        self.saved = saved
+
+    def restore(self) -> None:
+        for cls, name, value in self.saved:
+            setattr(cls, name, value)
+
+
+_methods_cache = {"modules": -1, "list": []}
+
+
+def _jit_methods():
+    """(class, name, JITFunction) of the @jit helpers triton.language binds as methods
+    (`x.sum()`, `x.cumsum(0)`: tl.tensor's @_tensor_member_fn @jit functions)."""
+    from triton.runtime.jit import JITFunction
+    if _methods_cache["modules"] != len(sys.modules):
+        found = []
+        for name, module in list(sys.modules.items()):
+            if not name.startswith("triton.language") or module is None:
+                continue
+            for value in list(vars(module).values()):
+                if isinstance(value, type) and value.__module__.startswith("triton.language"):
+                    found += [(value, m, v) for m, v in list(vars(value).items()) if isinstance(v, JITFunction)]
+        _methods_cache.update(modules=len(sys.modules), list=list({(c, m): (c, m, v) for c, m, v in found}.values()))
+    return _methods_cache["list"]
+
+
+def _bind_interpreted_methods() -> _MethodScope:
+    """For one launch: the @jit tensor methods as interpreted, bound methods.  A JITFunction
+    is no descriptor (the compiler binds it itself), and an InterpretedFunction neither:
+    Triton's interpreter puts a plain function there under TRITON_INTERPRET=1; so does this."""
+    saved = []
+    for cls, name, jit in _jit_methods():
+        if vars(cls).get(name) is jit:
+            saved.append((cls, name, jit))
+            setattr(cls, name, _as_method(interpreted(jit)))
+    return _MethodScope(saved)
 
 
 def _index(self):
@@ -297,36 +488,7 @@ def _index(self):
     return int(self.handle.data.ravel()[0])
 
 
-def _interpret_triton_stdlib() -> None:
-    """triton.language's own @jit helpers (tl.zeros, tl.sum, tl.cdiv, ...) were compiled-mode
-    JITFunctions when triton was imported; make them interpreted, as TRITON_INTERPRET=1 at
-    import would have.  They are looked up through their modules at call time."""
-    import sys
-    from triton.runtime.jit import JITFunction
-    done = {}
-
-    def interpreted(value):
-        if id(value) not in done:
-            done[id(value)] = _interp.InterpretedFunction(value.fn, **_jit_kwargs(value))
-        return done[id(value)]
-
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("triton.language") or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, JITFunction):
-                setattr(module, attr, interpreted(value))
-            elif isinstance(value, type) and value.__module__.startswith("triton.language"):
-                # the same helpers bound as methods (`x.sum()`, `x.cumsum(0)`: tl.tensor's
-                # @_tensor_member_fn @jit functions) live in the class, not the module
-                for m, v in list(vars(value).items()):
-                    if isinstance(v, JITFunction):
-                        setattr(value, m, _as_method(interpreted(v)))
-
-
 def _as_method(f):
-    # an InterpretedFunction is no descriptor: as a class attribute it would not bind `self`
-    # (triton's own _tensor_member_fn wraps it in a plain function under TRITON_INTERPRET=1)
     def method(*args, **kwargs):
         return f(*args, **kwargs)
     return functools.update_wrapper(method, f.fn)   # __wrapped__: the helper's Python function
@@ -337,12 +499,14 @@ def _jit_kwargs(f):
 
 
 def install() -> None:
-    """Make @triton.jit kernels defined from now on run on the simulator."""
+    """Let the simulator run @triton.jit kernels in this process (its ranks, and launches
+    outside any rank where it is the default backend); compiled launches are untouched."""
     global _installed
     if _installed:
         return
-    triton.knobs.runtime.interpret = True
-    _interpret_triton_stdlib()
+    from triton.runtime.jit import JITFunction
+    JITFunction.run = _dispatching_run(JITFunction.run)
+    JITFunction.__call__ = _dispatching_call(JITFunction.__call__)
     B = API.builder_class()
     B.create_get_program_id = _program_id
     B.grid_idx = _grid_idx_of_caller()

@@ -72,7 +72,8 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
     L.install_stack_dump()
     from . import board as B
     try:
-        L.set_rank_environment(rank, world_size, "sim")
+        # the simulator, or a subclass registered under its own name (tests/twin_backends.py)
+        L.set_rank_environment(rank, world_size, options.pop("backend_name", "sim"))
         from triton_dist import backend
         store = L.rank_store(rank, world_size, listener, options["timeout"])
         be = backend.active()
@@ -106,19 +107,21 @@ def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
     from triton_dist import kernel_launches
     from triton_dist.errors import RaceError
     # the ranks are forked inside: they inherit the checks switched on here
+    backend_name = given.pop("backend_name", "sim")
     npu_compile = given.pop("npu_compile", False)
     if npu_compile not in (True, False):
         raise TritonDistError(f"launch: npu_compile must be True or False, got {npu_compile!r}")
     checks = ["npu-compile"] if npu_compile else []
     try:
         with kernel_launches.checks(checks):
-            return _launch(fn, args, kwargs, world_size=world_size, timeout=timeout, **given)
+            return _launch(fn, args, kwargs, world_size=world_size, timeout=timeout, backend_name=backend_name,
+                           **given)
     except (RankError, DeadlockError, LaunchTimeoutError, RaceError) as e:
         failure = e.with_traceback(None)
     raise failure
 
 
-def _launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
+def _launch(fn, args, kwargs, *, world_size, timeout, backend_name="sim", **given) -> L.LaunchResult:
     from . import board as B
     from . import heap
     from .watchdog import BoardWatchdog
@@ -149,7 +152,7 @@ def _launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult
     options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
                    barrier_plus_one=bool(barrier_plus_one), shared=shared,
                    trace_dir=trace_dir, trace_t0=time.time(),
-                   race=(race_dir, SlotTable()) if race_dir else None)
+                   race=(race_dir, SlotTable()) if race_dir else None, backend_name=backend_name)
     if opts["predict"] is not None:
         from . import predict
         options["predict"] = predict.start(opts["predict"])

@@ -124,6 +124,7 @@ class Waiter:
 class SimRuntime:
     def __init__(self, rank, world_size, heaps, board, memory, scheduler, timeout, barrier_plus_one):
         self.rank, self.world_size = rank, world_size
+        self.lone = False             # True: the lone rank of kernels launched outside any rank (sim/backend.py)
         self.heaps = heaps            # sim.backend.HeapSet
         self.board = board
         self.memory = memory

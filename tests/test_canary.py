@@ -46,8 +46,13 @@ def test_patched_entry_point_exists(owner, name):
     assert hasattr(owner, name), f"triton's interpreter lost {_id(owner)}.{name}; sim/tritonapi/ needs it"
 
 
-def test_kernels_are_interpreted():
-    assert triton.knobs.runtime.interpret is True
+def test_kernels_stay_jit_functions_and_the_simulator_interprets_them_per_launch():
+    # issue 23: importing triton_dist does not switch the process to the interpreter (a cuda rank
+    # forked from here compiles the same object); the simulator's launches interpret it
+    from triton.runtime.jit import JITFunction
+    assert type(pid_kernel) is JITFunction
+    assert not triton.knobs.runtime.interpret
+    assert hasattr(JITFunction.run, "__wrapped__") and hasattr(JITFunction.__call__, "__wrapped__")
 
 
 @triton.jit
@@ -132,14 +137,18 @@ def _lang_attrs():
             tl.reduce)
 
 
+def _lang_attrs_and_methods():
+    return _lang_attrs() + (vars(tl.core.tensor)["sum"], vars(tl.core.tensor)["cumsum"])
+
+
 def test_triton_language_is_restored_after_a_launch():
     # a kernel traced for a device later in the process (the Ascend lowering, cuda) must meet
     # triton.language's own builtins again, on every generation (3.5 patches for good: the
-    # adapter undoes it)
+    # adapter undoes it), and the tensor methods the launch bound as interpreted ones
     def body():
-        before = _lang_attrs()
+        before = _lang_attrs_and_methods()
         out, flags = torch.zeros(2, dtype=torch.int32), torch.zeros(2, dtype=torch.int32)
         pid_kernel[(2,)](out, flags)
-        return [a is b for a, b in zip(before, _lang_attrs())], out.tolist()
+        return [a is b for a, b in zip(before, _lang_attrs_and_methods())], out.tolist()
     same, out = triton_dist.launch(body, world_size=1, memory_model="coherent").values[0]
     assert out == [2, 12] and all(same), same

@@ -55,7 +55,7 @@ CHILD = textwrap.dedent(r"""
     from triton.compiler import ASTSource
     import triton_dist
     from triton_dist.backend_cuda import devlib, loader
-    loader._patch_options(devlib.bitcode_path())
+    loader.link_device_library()
     import test_primitives as P
     from triton_dist.kernels import collectives as C, gemm as G
     # what Triton's JIT specializes for 16-aligned pointers and sizes that are multiples of 16

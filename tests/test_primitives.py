@@ -325,6 +325,7 @@ def test_symm_tensor_is_zero_filled_and_same_offset(backend):
     assert res.values == [(0.0, True), (0.0, True)]
 
 
+@pytest.mark.backend_specific("returns the device name: 'cpu' on the simulator, 'cuda:r' on GPUs")
 def test_device_of_the_backend_and_values_in_rank_order(backend):
     """The simulator's tensors live on the CPU; on cuda rank r has GPU r (r mod the GPU count
     where ranks share GPUs)."""

@@ -4,10 +4,11 @@ A backend is a `Backend` subclass registered by name (triton_dist/registry.py). 
 provides:
 
 - class side (no instance, nothing initialized): `launch` (run a function in N ranks and
-  return a LaunchResult), `warm()` (import before the fork what a rank needs: `rank_modules`),
+  return a LaunchResult), `interprets_kernels` (whether @triton.jit kernels launched in its
+  ranks run on the simulator's interpreter or are compiled by Triton for a device), `warm()` (import before the fork what a rank needs: `rank_modules`),
   `launch_options` (the options of triton_dist.launch it accepts beyond world_size and timeout), `missing()` (why it cannot run on this machine),
   `detected()` / `auto_priority` (for TRITON_DIST_BACKEND=auto), `select()` (called once
-  when this process chooses the backend, before any kernel is defined), `ranks_fit(n)` /
+  at `import triton_dist` for the process's default backend), `ranks_fit(n)` /
   `max_ranks()` (devices per rank);
 - device side: `device_call(family, *args)` runs the aclshmem primitive of that symbol
   family (triton_dist/symbols.py) for a kernel being interpreted, with pointers passed as
@@ -18,6 +19,12 @@ provides:
   host barrier.
 
 The language layer and the host API call only this interface.
+
+Which backend runs the kernels of a launch is decided per launch, not per process (issue
+23): a @triton.jit kernel is one JITFunction, which Triton compiles in the ranks of a
+compiled backend (cuda, npu) and the simulator interprets in its own ranks.  A rank knows
+its backend (`activate`, called as the rank starts); a process that is no rank launches
+kernels on its default backend (TRITON_DIST_BACKEND, `kernel_backend_class`).
 """
 from __future__ import annotations
 
@@ -89,6 +96,10 @@ class Backend(ABC):
     launch_options: frozenset = frozenset()
     # TRITON_DIST_BACKEND=auto picks the detected backend of highest priority (None: never)
     auto_priority: int | None = None
+    # True: kernels launched in this backend's ranks (and, for the process's default backend,
+    # outside any rank) run on the simulator's interpreter (sim/interp.py); False: Triton
+    # compiles them for the device, and the interpreter is never involved
+    interprets_kernels = False
     # what `triton_dist.language.extra.libshmem_device` forwards to.  Ascend's library is the
     # contract kernels are written to: the simulator models the NPU, and the CUDA device
     # library defines the same aclshmem symbols, so every built-in backend keeps it.
@@ -107,7 +118,8 @@ class Backend(ABC):
 
     @classmethod
     def select(cls) -> None:
-        """Called once when this process chooses the backend (at `import triton_dist`)."""
+        """Called once at `import triton_dist` when this is the process's default backend (the one
+        launch() and torchrun scripts use when none is named)."""
 
     @classmethod
     def ranks_fit(cls, world_size: int) -> str | None:
@@ -220,8 +232,26 @@ _active: Backend | None = None
 
 
 def active() -> Backend:
-    """The backend of this process, created on first use from TRITON_DIST_BACKEND."""
+    """The backend of this process, created on first use from TRITON_DIST_BACKEND (a rank's
+    own backend once `activate` has named it)."""
     global _active
     if _active is None:
         _active = backend_class()()
     return _active
+
+
+def activate(name: str) -> Backend:
+    """Make `name` this process's backend: called first thing in a rank that a launch of
+    that backend forked.  The rank may inherit another backend's instance from the process
+    that forked it (a session that launched on the simulator, then forks cuda ranks): the
+    rank's own replaces it, so its kernels and host calls go to the right one."""
+    global _active
+    os.environ["TRITON_DIST_BACKEND"] = name
+    _active = registry.backend_class(name)()
+    return _active
+
+
+def kernel_backend_class():
+    """The Backend subclass that runs the kernels launched in this process now: the rank's
+    backend in a rank, else the process's default backend."""
+    return type(_active) if _active is not None else backend_class()

@@ -37,6 +37,12 @@ LAST_LAUNCH: dict = {}
 # The last failed launch of this process under a deterministic schedule (for replay lines).
 LAST_FAILURE: dict = {}
 LAUNCHES = [0]
+# Lists that every finished launch of this process is appended to, as (backend name,
+# LaunchResult): `recording()` (the pytest plugin's --compare-backends).
+_RECORDINGS: list = []
+# Lists that main_or_launch appends the value of `main` to when it runs as a rank
+# (`triton-dist compare` reads what a script's ranks returned).
+MAIN_VALUES: list = []
 
 
 @dataclass
@@ -115,7 +121,24 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
                                   f"backend that has it")
         options[key] = value
     cls.warm()                 # ranks fork warm: torch, triton and the backend imported once, here
-    return cls.launch(fn, args, kwargs, world_size=world_size, timeout=float(timeout), **options)
+    result = cls.launch(fn, args, kwargs, world_size=world_size, timeout=float(timeout), **options)
+    for rec in _RECORDINGS:
+        rec.append((name, result))
+    return result
+
+
+class recording:
+    """`with recording() as runs:` collects (backend name, LaunchResult) of every launch that
+    finished inside, in order."""
+
+    def __enter__(self):
+        self.runs = []
+        _RECORDINGS.append(self.runs)
+        return self.runs
+
+    def __exit__(self, *exc):
+        _RECORDINGS.remove(self.runs)
+        return False
 
 
 def _refuse_inside_a_rank(fn, world_size) -> None:
@@ -144,15 +167,26 @@ def main_or_launch(main, world_size=4) -> int:
     if "RANK" in os.environ:
         from . import finalize, init
         init()
-        ok = main()
+        value = main()
+        for rec in MAIN_VALUES:
+            rec.append(value)
         finalize()
-        return 0 if ok else 1
+        return 0 if _true(value) else 1
     most = _backend.backend_class().max_ranks()
     if most is not None and 0 < most < world_size:
         print(f"[triton_dist] this machine runs {most} rank(s): running {most} instead of {world_size}",
               file=sys.stderr)
         world_size = most
-    return 0 if all(launch(main, world_size=world_size).values) else 1
+    return 0 if all(_true(v) for v in launch(main, world_size=world_size).values) else 1
+
+
+def _true(value) -> bool:
+    """Did `main` succeed: a true value, or one with no single truth value (a tensor of many
+    elements, as a script compared across backends returns)."""
+    try:
+        return bool(value)
+    except (RuntimeError, ValueError, TypeError):
+        return value is not None
 
 
 # --- the skeleton shared by backends that fork their ranks --------------------------------------
@@ -289,9 +323,12 @@ def _td(seconds):
 
 
 def set_rank_environment(rank, world_size, backend_name) -> None:
-    """What torchrun would set, so rank code written for torchrun works unchanged."""
+    """What torchrun would set, so rank code written for torchrun works unchanged; and the
+    rank's backend made this process's (the kernels it launches run there: compiled by
+    Triton, or interpreted by the simulator), whatever the forking process used."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       LOCAL_WORLD_SIZE=str(world_size), TRITON_DIST_BACKEND=backend_name)
+    _backend.activate(backend_name)
 
 
 def collect(procs, pipes, timeout, start, watchdog=None):

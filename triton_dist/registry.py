@@ -46,7 +46,8 @@ _BUILTIN = {
     DEVICE_LIBRARIES: {"triton_dist_cuda": "triton_dist.backend_cuda.emit:emit"},
     SUBCOMMANDS: {"run": "triton_dist.sim.cli:RUN", "explore": "triton_dist.sim.cli:EXPLORE", "replay": "triton_dist.sim.cli:REPLAY",
                   "predict": "triton_dist.sim.predict.cli:PREDICT", "lower": "triton_dist.backend_ascend.cli:LOWER",
-                  "npu-compile": "triton_dist.backend_ascend.cli:NPU_COMPILE"},
+                  "npu-compile": "triton_dist.backend_ascend.cli:NPU_COMPILE",
+                  "compare": "triton_dist.compare_cli:COMPARE"},
     LAUNCH_CHECKS: {"npu-compile": "triton_dist.backend_ascend.compile_check:check_launch"},
 }
 

@@ -26,8 +26,11 @@ class Generation36:
     @classmethod
     def entry_points(cls) -> tuple:
         """(owner, name) of everything this adapter and sim/interp.py use (the canary's list)."""
+        from triton.runtime.jit import JITFunction
         B, S = _interp.InterpreterBuilder, _semantic_mod.TritonSemantic
         common = (
+            # the kernel mode per launch: a JITFunction's launch and helper call are dispatched
+            (JITFunction, "run"), (JITFunction, "__call__"),
             (_interp, "GridExecutor"), (_interp.GridExecutor, "__call__"), (_interp, "InterpreterBuilder"),
             (_interp, "interpreter_builder"), (_interp, "_patch_lang"), (_interp, "_implicit_cvt"),
             (_interp, "_unwrap_tensor"), (_interp, "_patch_lang_tensor"), (_interp, "InterpretedFunction"),

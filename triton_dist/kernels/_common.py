@@ -192,7 +192,7 @@ def dot_upcast(dtype) -> bool:
     """Triton's interpreter multiplies bf16 operands of tl.dot as raw uint16 bit patterns
     (triton/runtime/interpreter.py, InterpreterBuilder.create_dot), so on the simulator bf16
     tiles are converted to fp32 before tl.dot.  An NPU multiplies bf16 natively."""
-    return dtype == torch.bfloat16 and _backend.active().name == "sim"
+    return dtype == torch.bfloat16 and _backend.active().interprets_kernels
 
 
 # ---- workspaces -------------------------------------------------------------------------------

@@ -29,6 +29,10 @@ import triton_dist
 import triton_dist.language as dl
 from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
+# Every backend must give these ops' results bit for bit: they copy, or add in a fixed order
+# (rank order, fp32; the ring hop by hop) with IEEE arithmetic, the same operations on any
+# device (triton_dist.testing compares them exactly across backends)
+from triton_dist.testing import bit_identical
 
 from triton_dist.kernels import _common as C
 
@@ -215,14 +219,14 @@ def _run_gather(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
 def all_gather(x: torch.Tensor) -> torch.Tensor:
     """Concatenation of every rank's x along dim 0, in rank order (collective)."""
     x = C.check_tensor("all_gather", "x", x, min_dim=1)
-    return _run_gather("all_gather", x, scatter=False)
+    return bit_identical(_run_gather("all_gather", x, scatter=False))
 
 
 def all_to_all(x: torch.Tensor) -> torch.Tensor:
     """x cut into world_size equal chunks along dim 0, chunk j sent to rank j; the result
     stacks the chunks received, in rank order (collective)."""
     x = C.check_tensor("all_to_all", "x", x, min_dim=1)
-    return _run_gather("all_to_all", x, scatter=True)
+    return bit_identical(_run_gather("all_to_all", x, scatter=True))
 
 
 def _run_reduce(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
@@ -236,7 +240,7 @@ def _run_reduce(op: str, x: torch.Tensor, scatter: bool) -> torch.Tensor:
 def reduce_scatter(x: torch.Tensor) -> torch.Tensor:
     """Sum over ranks of x (dim 0 = world_size * m); returns this rank's m rows (collective)."""
     x = C.check_tensor("reduce_scatter", "x", x, min_dim=1)
-    return _run_reduce("reduce_scatter", x, scatter=True)
+    return bit_identical(_run_reduce("reduce_scatter", x, scatter=True))
 
 
 def _run_ring(x: torch.Tensor) -> torch.Tensor:
@@ -266,5 +270,5 @@ def all_reduce(x: torch.Tensor, method: str = "one_shot") -> torch.Tensor:
         raise TritonDistError(f"kernels.all_reduce: method must be one of {ALL_REDUCE_METHODS}, got {method!r}")
     x = C.check_tensor("all_reduce", "x", x)
     if method == "ring":
-        return _run_ring(x)
-    return _run_reduce("all_reduce_one_shot", x, scatter=False)
+        return bit_identical(_run_ring(x))
+    return bit_identical(_run_reduce("all_reduce_one_shot", x, scatter=False))

@@ -10,8 +10,11 @@ with that reason and every other test runs.
 
 Options:
   --backend sim,npu,cuda backends for the `backend` fixture (default: every available one);
-                         a backend that cannot run in this session is skipped with the reason
-                         (npu: no NPU; cuda: no NVIDIA GPU, or the session interprets kernels)
+                         a backend that cannot run here is skipped with the reason
+                         (npu: no NPU; cuda: no NVIDIA GPU)
+  --compare-backends A,B run each test that takes the `backend` fixture on A, then on B, and
+                         compare what its launches returned (triton_dist.testing): the first
+                         difference fails the test with rank, index and both values
   --sim-schedule S       default schedule of triton_dist.launch (free, random, pct)
   --sim-seed N           default seed (first seed with --sim-seeds)
   --sim-seeds K          run each test that launches ranks under K seeds
@@ -21,17 +24,18 @@ Options:
                          and the session ends with one line: accepted, refused, skipped
   --npu-compile-sources PATHS
                          only the kernels defined under these files/directories (comma list)
-Marker: @pytest.mark.backend("npu") runs a test only where that backend is selected and
-available.  A failing test prints one line that replays it exactly.
+Markers: @pytest.mark.backend("npu") runs a test only where that backend is selected and
+available; @pytest.mark.backend_specific("why") says what the test's launches return differs
+between backends by design (--compare-backends runs both variants, compares nothing).  A
+failing test prints one line that replays it exactly.
 
-Which backend kernels are built for is fixed per process (TRITON_DIST_BACKEND, see
-triton_dist.backend.resolve): the simulator interprets them, cuda compiles them.  So the
-sim variants run in a simulator session (the default: conftest.py sets
-TRITON_DIST_BACKEND=sim) and the cuda variants in a session started with
-TRITON_DIST_BACKEND=cuda, where every test of a module using triton_dist that does not take
-the `backend` fixture is skipped as simulator-only:
-
-    TRITON_DIST_BACKEND=cuda python -m pytest --backend cuda tests/
+The kernel mode is chosen per launch (issue 23): the same @triton.jit kernel runs
+interpreted in the simulator's ranks and compiled in cuda/npu ranks, so one session runs
+every variant: `pytest --backend sim,cuda` on a GPU machine runs both.
+TRITON_DIST_BACKEND only chooses the backend launch() uses when a test names none (the
+default, sim, is what conftest.py sets): in a session started with another one, the tests
+that use triton_dist without taking the `backend` fixture are skipped, since they assert what
+the simulator does.
 
 `need_ranks(backend, n)` skips a test that needs more GPUs than the machine has.
 
@@ -123,8 +127,8 @@ def _default_backend() -> str:
 
 
 def _session_backend():
-    """The backend this process builds kernels for (triton_dist.backend.resolve()), or None
-    where TRITON_DIST_BACKEND names none that this version of triton_dist accepts."""
+    """The backend launch() uses in this process when none is named (triton_dist.backend.resolve()),
+    or None where TRITON_DIST_BACKEND names none that this version of triton_dist accepts."""
     from triton_dist import backend
     try:
         return backend.resolve()
@@ -133,10 +137,8 @@ def _session_backend():
 
 
 def _available(name: str):
-    """None if the backend can run in this pytest process, else the reason it cannot.
-
-    Which backend kernels are built for is fixed per process: a backend's tests run only in
-    a session of that backend, and only where its class reports nothing missing."""
+    """None if the backend can run in this pytest process, else the reason it cannot (what its
+    class reports missing on this machine)."""
     why = _activate()
     if why:
         return why
@@ -149,18 +151,7 @@ def _available(name: str):
         return f"backend {name!r} cannot be loaded: {e}"
     if need:
         return f"backend {name!r} needs {', '.join(need)}"
-    which = _session_backend()
-    if which == name:
-        return None
-    env = os.environ.get("TRITON_DIST_BACKEND", "auto")
-    if name == _default_backend():
-        return (f"this session compiles kernels for {which or env!r} (TRITON_DIST_BACKEND={env}); "
-                f"run the simulator tests in another session")
-    if which == _default_backend():
-        return (f"kernels in this session are interpreted by the simulator; run the {name} tests in a "
-                f"session started with TRITON_DIST_BACKEND={name}")
-    return (f"this session compiles kernels for {which or env!r} (TRITON_DIST_BACKEND={env}); run the "
-            f"{name} tests in a session started with TRITON_DIST_BACKEND={name}")
+    return None
 
 
 def need_ranks(backend: str, n: int) -> None:
@@ -177,6 +168,10 @@ def pytest_addoption(parser):
     g.addoption("--backend", default=None, metavar="LIST",
                 help="comma list of backends to run the `backend` fixture on (registered ones: sim, "
                      "npu, cuda, ...); default: every available one")
+    g.addoption("--compare-backends", default=None, metavar="A,B",
+                help="run each test that takes the `backend` fixture on backend A, then B, and compare the values "
+                     "its launches returned (tensors with per-dtype tolerances, exact for integers and the "
+                     "bit-identical collectives); e.g. sim,cuda")
     g.addoption("--sim-schedule", default=None, choices=["free", "random", "pct", "aware", "explore"],
                 help="schedule triton_dist.launch uses when a test passes none")
     g.addoption("--sim-seed", type=int, default=None, help="seed for random/pct schedules")
@@ -205,7 +200,18 @@ def _check_requested(names, known) -> None:
                                 f"{', '.join(known)}")
 
 
+def _compared(config) -> tuple | None:
+    """The pair of --compare-backends, or None."""
+    raw = config.getoption("--compare-backends")
+    if raw is None:
+        return None
+    return tuple(b.strip() for b in raw.split(",") if b.strip())
+
+
 def _selected(config):
+    pair = _compared(config)
+    if pair is not None:                # one item per test, running both (pytest_pyfunc_call)
+        return [pair]
     names = _requested(config)
     if _activate():                  # triton_dist cannot run: its tests skip, saying why
         return names or ["sim"]
@@ -217,11 +223,26 @@ def _selected(config):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "backend(name): the test needs this backend (sim, npu or cuda)")
+    config.addinivalue_line("markers", "backend_specific(reason): what the test's launches return differs between "
+                                       "backends by design (a device name, a launch configuration); "
+                                       "--compare-backends runs both variants and compares nothing")
     names = _requested(config)
     if names is not None:       # asking for backends is using triton_dist: a bad name is a usage error now
         known = _backends() if _activate() is None else _registered_backends()
         if known:
             _check_requested(names, known)
+    pair = _compared(config)
+    if pair is not None:
+        if len(pair) != 2 or pair[0] == pair[1]:
+            raise pytest.UsageError(f"--compare-backends needs two different backends, e.g. sim,cuda; got "
+                                    f"{config.getoption('--compare-backends')!r}")
+        if names is not None:
+            raise pytest.UsageError("--compare-backends runs each test on both of its backends; leave --backend out")
+        if config.getoption("--sim-seeds") > 1:
+            raise pytest.UsageError("--compare-backends and --sim-seeds do not combine; run them in two sessions")
+        known = _backends() if _activate() is None else _registered_backends()
+        if known:
+            _check_requested(list(pair), known)
     if config.getoption("--sim-seeds") < 1:
         raise pytest.UsageError("--sim-seeds must be at least 1")
     if config.getoption("--sim-seeds") > 1 and config.getoption("--sim-schedule") in (None, "free"):
@@ -289,17 +310,19 @@ def _module_uses_triton_dist(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """In a session of another backend than the default (the simulator), only the tests
-    that take the `backend` fixture (or are marked for that backend) run of those that use
-    triton_dist: the others assert what the simulator does.  Tests that do not use
-    triton_dist are left alone."""
+    """In a session whose launch() defaults to another backend than the simulator
+    (TRITON_DIST_BACKEND=cuda), only the tests that take the `backend` fixture (or are marked
+    for that backend) run of those that use triton_dist: the others launch on the default
+    backend and assert what the simulator does.  Tests that do not use triton_dist are left
+    alone."""
     if not _loaded():
         return
     which = _session_backend()
     if which is None or which == _default_backend():
         return
-    skip = pytest.mark.skip(reason=f"simulator-only test: this session compiles kernels for {which.upper()} "
-                                   f"(TRITON_DIST_BACKEND={which})")
+    skip = pytest.mark.skip(reason=f"simulator-only test: launch() in this session defaults to backend {which!r} "
+                                   f"(TRITON_DIST_BACKEND={which}); the `backend` fixture's tests run every "
+                                   f"variant, sim included")
     for item in items:
         if _uses_our_backend_fixture(item):
             continue
@@ -311,17 +334,20 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_generate_tests(metafunc):
     if _uses_our_backend_fixture(metafunc):
-        metafunc.parametrize("backend", _selected(metafunc.config), indirect=True)
+        metafunc.parametrize("backend", _selected(metafunc.config), indirect=True,
+                             ids=lambda p: "-vs-".join(p) if isinstance(p, tuple) else str(p))
 
 
 @pytest.fixture
 def backend(request):
-    """The name of the backend this test runs on; skipped where it is not available."""
-    name = request.param
-    why = _available(name)
-    if why:
-        pytest.skip(why)
-    return name
+    """The name of the backend this test runs on; skipped where it is not available.  Under
+    --compare-backends A,B the test runs on A, then on B (pytest_pyfunc_call)."""
+    names = request.param if isinstance(request.param, tuple) else (request.param,)
+    for name in names:
+        why = _available(name)
+        if why:
+            pytest.skip(why if len(names) == 1 else f"cannot compare {' and '.join(names)}: {why}")
+    return names[0]
 
 
 def pytest_runtest_setup(item):
@@ -340,7 +366,11 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    """With --sim-seeds K, call the test once per seed; stop at the first failing seed."""
+    """With --compare-backends, run the test on both backends and compare; with --sim-seeds K,
+    call the test once per seed and stop at the first failing seed."""
+    pair = _compared(pyfuncitem.config)
+    if pair is not None and _uses_our_backend_fixture(pyfuncitem):
+        return _run_compared(pyfuncitem, pair)
     k = pyfuncitem.config.getoption("--sim-seeds")
     if k <= 1 or not _loaded():
         return None
@@ -360,6 +390,35 @@ def pytest_pyfunc_call(pyfuncitem):
                 break                     # the test launches no ranks: one run says it all
     finally:
         launcher.DEFAULTS["seed"] = saved
+    return True
+
+
+def _run_compared(item, pair) -> bool:
+    """The test body on each backend of `pair` (fresh fixtures for the second), the values of
+    its launches recorded; then launch i of one compared with launch i of the other."""
+    from triton_dist import launcher, testing
+    args = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+    runs = {}
+    for i, name in enumerate(pair):
+        if i:
+            args = _fresh_function_fixtures(item)
+        args["backend"] = name
+        item.funcargs["backend"] = name
+        with launcher.recording() as launches:
+            item.obj(**args)
+        runs[name] = launches
+    if item.get_closest_marker("backend_specific") is not None:
+        return True                     # both variants ran and passed their own checks
+    a, b = (runs[n] for n in pair)
+    if not a:
+        pytest.skip(f"nothing to compare: the test launched nothing on {pair[0]!r} that returned")
+    if len(a) != len(b):
+        raise testing.BackendsDisagree(f"backends {pair[0]!r} and {pair[1]!r} disagree: the test finished "
+                                       f"{len(a)} launches on {pair[0]!r} and {len(b)} on {pair[1]!r}")
+    for i, ((_, ra), (_, rb)) in enumerate(zip(a, b)):
+        what = f" in launch {i + 1} of {len(a)} of the test" if len(a) > 1 else ""
+        testing.check_values(ra.values, rb.values, pair, what=what)
+    item._triton_dist_compared = len(a)
     return True
 
 

@@ -1,0 +1,165 @@
+"""Differential testing: the same function on several backends, what it returns compared.
+
+    from triton_dist.testing import compare
+    compare(main, world_size=2, backends=("sim", "cuda"))    # BackendsDisagree at the first difference
+
+`compare` launches `fn` on each backend (triton_dist.launch) and compares the values its
+ranks return, rank by rank, walking lists, tuples and dicts:
+
+- tensors: same shape and dtype, then element by element, with the default tolerances of
+  torch.testing.assert_close for their dtype (torch.testing._comparison.default_tolerances:
+  float16 1e-3/1e-5, bfloat16 1.6e-2/1e-5, float32 1.3e-6/1e-5, float64 1e-7/1e-7, rtol/atol),
+  exact for integer and boolean tensors, and bit for bit for the results of the
+  collectives whose arithmetic is fixed (`bit_identical` marks them: the kernel library's
+  all_gather, all_to_all, reduce_scatter and all_reduce, which copy, or sum in rank order in
+  fp32, the same operations in the same order on every backend);
+- Python floats (a tensor's `.tolist()` has lost its dtype) with float32's tolerances, other
+  values (ints, strings, None, ...) with ==.
+
+Explicit `rtol`/`atol` apply to every floating value, marked ones included; integers stay
+exact.  The first difference is reported with the rank, where in the returned value it is,
+the element's index and both values; the pytest plugin's `--compare-backends A,B` and
+`triton-dist compare` use the same comparison (`first_difference`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+BIT_IDENTICAL = "_triton_dist_bit_identical"     # the tensor attribute that marks an exact result
+
+
+def bit_identical(t):
+    """Mark tensor `t` as a result every backend must produce bit for bit (returns it).  The
+    mark travels with the tensor through the launcher (pickling keeps a tensor's attributes;
+    backend cuda's copy to the CPU carries them), not through views or copies made later."""
+    setattr(t, BIT_IDENTICAL, True)
+    return t
+
+
+class BackendsDisagree(AssertionError):
+    """Two backends returned different values; the message says where first."""
+
+    def __init__(self, message, *, rank=None, path="", index=None, values=None):
+        super().__init__(message)
+        self.rank, self.path, self.index, self.values = rank, path, index, values
+
+
+@dataclass
+class Comparison:
+    """What `compare` launched: the LaunchResult of each backend, in the order given."""
+    backends: tuple
+    results: dict = field(default_factory=dict)
+
+
+def compare(fn, *args, world_size, backends=("sim", "cuda"), rtol=None, atol=None) -> Comparison:
+    """Launch fn(*args) in `world_size` ranks of each backend and compare what the ranks
+    return against the first backend's; raises BackendsDisagree at the first difference,
+    else returns the Comparison.  rtol/atol: None for the per-dtype defaults (module doc)."""
+    from triton_dist import launcher
+    from triton_dist.errors import TritonDistError
+    backends = tuple(backends)
+    if len(backends) < 2 or len(set(backends)) != len(backends):
+        raise TritonDistError(f"compare: backends must name at least two different backends, got {backends!r}")
+    out = Comparison(backends)
+    for name in backends:
+        out.results[name] = launcher.launch(fn, *args, world_size=world_size, backend=name)
+    first = backends[0]
+    for other in backends[1:]:
+        check_values(out.results[first].values, out.results[other].values, (first, other), rtol=rtol, atol=atol)
+    return out
+
+
+def check_values(values_a, values_b, names, *, rtol=None, atol=None, what="") -> None:
+    """Compare the per-rank values of two launches; BackendsDisagree at the first difference."""
+    a_name, b_name = names
+    if len(values_a) != len(values_b):
+        raise BackendsDisagree(f"backends {a_name!r} and {b_name!r} disagree{what}: {len(values_a)} ranks returned "
+                               f"values on {a_name!r}, {len(values_b)} on {b_name!r}")
+    for rank, (a, b) in enumerate(zip(values_a, values_b)):
+        diff = first_difference(a, b, rtol=rtol, atol=atol)
+        if diff is not None:
+            path, index, va, vb, how = diff
+            where = f"rank {rank}, value {path or '(the whole value)'}"
+            if index is not None:
+                where += f", index {index}"
+            raise BackendsDisagree(f"backends {a_name!r} and {b_name!r} disagree{what}: {where}: {a_name} {va} vs "
+                                   f"{b_name} {vb} ({how})", rank=rank, path=path, index=index, values=(va, vb))
+
+
+def first_difference(a, b, *, rtol=None, atol=None, path=""):
+    """None if a and b agree, else (path, index, value in a, value in b, how they were compared)."""
+    import torch
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return path, None, _kind(a), _kind(b), "a tensor on one backend only"
+        return _tensor_difference(a, b, rtol, atol, path)
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return path, None, f"keys {list(a)}", f"keys {list(b)}", "dicts with different keys"
+        for k in a:
+            d = first_difference(a[k], b[k], rtol=rtol, atol=atol, path=f"{path}[{k!r}]")
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if type(a) is not type(b) or len(a) != len(b):
+            return path, None, f"{type(a).__name__} of {len(a)}", f"{type(b).__name__} of {len(b)}", \
+                "sequences of different kind or length"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, rtol=rtol, atol=atol, path=f"{path}[{i}]")
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
+        r, t = _tolerances(torch.float32, rtol, atol)
+        ok = (a != a and b != b) or abs(a - b) <= t + r * abs(b)
+        return None if ok else (path, None, a, b, f"Python floats, rtol {r:g}, atol {t:g}")
+    if type(a) is not type(b) or a != b:
+        return path, None, repr(a), repr(b), "=="
+    return None
+
+
+def _kind(x) -> str:
+    import torch
+    return f"a tensor {_describe(x)}" if isinstance(x, torch.Tensor) else f"a {type(x).__name__} {x!r}"
+
+
+def _describe(t) -> str:
+    return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+
+
+def _tolerances(dtype, rtol, atol):
+    from torch.testing._comparison import default_tolerances
+    r, t = default_tolerances(dtype)
+    return (r if rtol is None else rtol), (t if atol is None else atol)
+
+
+def _tensor_difference(a, b, rtol, atol, path):
+    import torch
+    if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+        return path, None, _describe(a), _describe(b), "tensors of different dtype or shape"
+    floating = a.is_floating_point() or a.is_complex()
+    exact = not floating or (rtol is None and atol is None and
+                             (getattr(a, BIT_IDENTICAL, False) or getattr(b, BIT_IDENTICAL, False)))
+    a, b = a.detach().cpu(), b.detach().cpu()
+    if a.numel() == 0:
+        return None
+    if not floating:
+        same, how = a == b, f"exact ({str(a.dtype).replace('torch.', '')})"
+    elif exact:
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
+        same = (a.contiguous().view(bits) == b.contiguous().view(bits)) if bits is not None and not a.is_complex() \
+            else (a == b)
+        same = same | (torch.isnan(a) & torch.isnan(b))      # a NaN's payload is no result
+        how = "bit for bit: a result marked bit_identical"
+    else:
+        r, t = _tolerances(a.dtype, rtol, atol)
+        same = torch.isclose(a, b, rtol=r, atol=t, equal_nan=True)
+        how = f"rtol {r:g}, atol {t:g} for {str(a.dtype).replace('torch.', '')}"
+    if bool(same.all()):
+        return None
+    bad = (~same).nonzero()
+    index = tuple(int(i) for i in bad[0]) if a.dim() else ()
+    va, vb = a[index].item(), b[index].item()
+    how += f"; {bad.shape[0]} of {a.numel()} elements differ"
+    return path, index, va, vb, how
