@@ -1,5 +1,7 @@
-# Import triton_dist before any test module so that kernels defined at module level are
-# interpreted by the simulator (the default backend on a machine without an NPU).
+# launch() without a backend named runs on the simulator in the test suite, also on a GPU or
+# NPU machine (where TRITON_DIST_BACKEND=auto would pick the device): the tests that do not take
+# the `backend` fixture assert what the simulator does.  The kernel mode itself is chosen per
+# launch (sim/interp.py), so `--backend sim,cuda` runs both variants in this one session.
 import os
 
 os.environ.setdefault("TRITON_DIST_BACKEND", "sim")
