@@ -2,9 +2,10 @@
 
 No GPU or NPU is needed: the kernel is traced by Triton's code generator for a fake
 target (the frontend only needs a backend's options and codegen hooks), then the TTIR
-stage passes run (the same list triton-ascend's `ttir` stage runs).  Kernels defined
-while the simulator is active are InterpretedFunction objects: they (and the @triton.jit
-helpers they call) are wrapped into real JITFunctions for the trace.
+stage passes run (the same list triton-ascend's `ttir` stage runs).  A @triton.jit kernel is
+the JITFunction Triton made (the simulator chooses the kernel mode per launch, sim/interp.py);
+kernels defined under TRITON_INTERPRET=1 are InterpretedFunction objects: they (and the
+@triton.jit helpers they call) are wrapped into real JITFunctions for the trace.
 """
 from __future__ import annotations
 
