@@ -19,8 +19,9 @@
 4. perform: numpy / Triton's interpreter reads or writes the bytes; a poll that read the
    same thing again is watched for spinning (sim/spin.py);
 5. observe: the access is handed to the rank's subscribers (sim/observers.py: race
-   detector, predictor, trace) -- only when there are any: with nobody subscribed no
-   Access object is built and nothing is called (the fast path).
+   detector, predictor, trace) -- only when there are any that take accesses
+   (rt.access_observers): otherwise no Access object is built and nothing is called (the
+   fast path; the device watch, subscribed on every rank, takes rarer events only).
 
 sim/interp.py routes the interpreter's memory ops here (told whether the pointer is a
 scalar), and the device library's own accesses (sim/primitives.py) take the same path
@@ -200,7 +201,8 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     if rt.heaps.poisoned:                # symmetric memory nothing wrote yet? (sim/initcheck.py)
         initcheck.check(rt, lo, sel, "tl.load", _site())
     out = _cpu.load(ptrs, mask, other, np_dtype)
-    obs = rt.observers
+    rt.sched.saw(out, m)            # the event log shows what it read (deterministic schedules)
+    obs = rt.access_observers
     if obs is not None:
         obs.access(Access(rt, LOAD, MEMORY, KERNEL, scalar, lo, hi, sel, np.dtype(np_dtype), out, m, _site()))
     # a poll (sim/spin.py): spinning only if the core's whole state repeats
@@ -224,8 +226,9 @@ def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
     if rt.heaps.poisoned:
         initcheck.check(rt, addr, None, "scalar tl.load", _site())
     out = rt.memory.scalar_load(addr, np_dtype)
+    rt.sched.saw(out)
     res = np.full(ptrs.shape, out, dtype=np_dtype)
-    obs = rt.observers
+    obs = rt.access_observers
     if obs is not None:
         route = CACHE if context.core() is not None else MEMORY
         obs.access(Access(rt, LOAD, route, KERNEL, True, addr, hi, ptrs.ravel()[:1], np.dtype(np_dtype), res, None,
@@ -251,14 +254,15 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"store of {value.dtype.name}")
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]))
     dma.depend(lo, hi)
-    obs = rt.observers
+    obs = rt.access_observers
     c = context.core()
     if c is not None and rt.memory.caches:
         # an MTE3 DMA: in flight until it lands (sim/dma.py); its own copy of the operands
+        # (its site even with nobody taking accesses: a landing or a signal it is in flight at names it)
         a = Access(rt, STORE, DMA, KERNEL, scalar, lo, hi, sel, value.dtype, np.array(value),
-                   None if m is None else np.array(m), _site() if obs is not None else None)
+                   None if m is None else np.array(m), _site())
         a.ptrs = np.array(ptrs)
-        dma.issue(c, lo, hi, a.land, a.site if a.site is not None else _site())
+        dma.issue(c, lo, hi, a.land, a.site)
     else:
         _cpu.store(ptrs, value, mask)
         rt.sched.wrote()
@@ -282,7 +286,7 @@ def _scalar_store(rt, ptrs, value, mask, base):
     rt.sched.point("scalar store", addr, _int(v))
     dma.depend(addr, hi)
     c = context.core()
-    obs = rt.observers
+    obs = rt.access_observers
     site = _site() if obs is not None else None
     if rt.memory.cached_kernel_stores or c is None:
         rt.memory.scalar_store(addr, v)          # ascend-scalar-cache: through the data cache
@@ -290,8 +294,10 @@ def _scalar_store(rt, ptrs, value, mask, base):
             Access(rt, STORE, CACHE if c is not None else MEMORY, KERNEL, True, addr, hi, ptrs.ravel()[:1],
                    value.dtype, np.asarray(v), None, site)
     else:   # triton-ascend: a 1-element tensor store = an MTE3 DMA, in flight (sim/dma.py)
+        if site is None:
+            site = _site()
         a = Access(rt, STORE, DMA, KERNEL, True, addr, hi, ptrs.ravel()[:1], value.dtype, np.asarray(v), None, site)
-        dma.issue(c, addr, hi, a.land, site if site is not None else _site())
+        dma.issue(c, addr, hi, a.land, site)
     if obs is not None:
         obs.access(a)
     rt.spin_reset()
@@ -311,7 +317,7 @@ def atomic_rmw(op, ptrs, val, mask, sem, base=None):
         _atomic_order(rt, sel, lo, hi, sem, _RMW_NAMES.get(op.name, op.name.lower()))
     else:
         rt.sched.point("atomic", 0)
-    obs = rt.observers
+    obs = rt.access_observers
     if obs is None or not sel.size:
         out = _cpu.atomic_rmw(op, ptrs, val, mask, sem)
     else:
@@ -333,7 +339,7 @@ def atomic_cas(ptrs, cmp, val, sem, base=None):
     rt.sched.point("atomic_cas", int(sel[0]))
     dma.depend(lo, hi)
     _atomic_order(rt, sel, lo, hi, sem, "cas")
-    obs = rt.observers
+    obs = rt.access_observers
     if obs is None:
         out = _cpu.atomic_cas(ptrs, cmp, val, sem)
     else:
@@ -415,7 +421,8 @@ def library_load(rt, addr: int, np_dtype):
     if rt.heaps.poisoned:
         initcheck.check(rt, addr, None, current_call("the device library's read"))
     out = rt.memory.scalar_load(addr, np_dtype)
-    if rt.observers is not None:
+    rt.sched.saw(out)
+    if rt.access_observers is not None:
         _library(rt, LOAD, CACHE, addr, itemsize, np_dtype, out)
     return out.item()
 
@@ -428,7 +435,7 @@ def library_store(rt, addr: int, value, np_dtype) -> None:
     dma.depend(addr, addr + itemsize)
     v = np.asarray(value, dtype=np_dtype)
     rt.memory.library_store(addr, v)
-    if rt.observers is not None:
+    if rt.access_observers is not None:
         _library(rt, STORE, CACHE, addr, itemsize, np_dtype, v)
 
 
@@ -439,7 +446,7 @@ def library_add(rt, addr: int, value: int, np_dtype) -> None:
         initcheck.check(rt, addr, None, current_call("signal ADD"))
     old = memory.atomic_add(addr, value, np_dtype)
     rt.sched.wrote()
-    if rt.observers is not None:
+    if rt.access_observers is not None:
         _library(rt, ATOMIC, MEMORY, addr, _itemsize(np_dtype), np_dtype, np.asarray(old, dtype=np_dtype))
 
 
@@ -453,16 +460,18 @@ def library_copy(rt, dst: int, src: int, nbytes: int) -> None:
                         current_call("the transfer's read of its source"))
     memory.copy(dst, src, nbytes)
     rt.sched.wrote()
-    if rt.observers is not None:
+    if rt.access_observers is not None:
         site = _site()
         u8 = np.dtype(np.uint8)
-        rt.observers.access(Access(rt, LOAD, MEMORY, LIBRARY, False, src, src + nbytes, None, u8, None, None, site))
-        rt.observers.access(Access(rt, STORE, MEMORY, LIBRARY, False, dst, dst + nbytes, None, u8, None, None, site))
+        rt.access_observers.access(Access(rt, LOAD, MEMORY, LIBRARY, False, src, src + nbytes, None, u8, None, None,
+                                          site))
+        rt.access_observers.access(Access(rt, STORE, MEMORY, LIBRARY, False, dst, dst + nbytes, None, u8, None, None,
+                                          site))
 
 
 def _library(rt, kind, route, addr, itemsize, np_dtype, value):
     if context.core() is None:
         route = MEMORY
-    rt.observers.access(Access(rt, kind, route, LIBRARY, True, addr, addr + itemsize,
+    rt.access_observers.access(Access(rt, kind, route, LIBRARY, True, addr, addr + itemsize,
                                np.array([addr], dtype=np.uint64), np.dtype(np_dtype), np.asarray(value), None,
                                _site()))

@@ -16,7 +16,7 @@ from triton_dist.errors import TritonDistError
 from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype, tensor_address
 
 from . import board as B
-from . import cache, context, heap, host_collectives, host_p2p, interp, primitives, schedulers
+from . import cache, context, heap, host_collectives, host_p2p, interp, naming, primitives, schedulers
 from .runtime import SimRuntime
 
 
@@ -116,7 +116,7 @@ class SimBackend(Backend):
 
     def init(self, rank=None, world_size=None, *, heaps=None, board=None, schedule="free", seed=None,
              timeout=60.0, memory_model="ascend", barrier_plus_one=True, heap_bytes=None, store=None,
-             shared=None, trace_dir=None, trace_t0=None, race=None, predict=None):
+             shared=None, trace_dir=None, trace_t0=None, race=None, predict=None, evidence=None):
         import torch.distributed as dist
         if self.rt is not None:
             return
@@ -147,15 +147,26 @@ class SimBackend(Backend):
         sched = schedulers.make(schedule, rank, shared, board)
         self.rt = SimRuntime(rank, world_size, hs, board, cache.make(memory_model), sched, timeout,
                              barrier_plus_one)
+        # what the device model saw (sim/evidence/): shared with the launcher when it made one
+        from .evidence.board import EvidenceBoard
+        from .evidence.watch import DeviceWatch
+        from .observers import subscribe
+        self.rt.evidence = evidence if evidence is not None else EvidenceBoard(local=True)
+        subscribe(self.rt, DeviceWatch(self.rt))
+        if callable(getattr(sched, "landed", None)):
+            subscribe(self.rt, sched)        # the event log records each store in flight landing
         if trace_dir is not None:
             from .observers import subscribe
             from .trace import Tracer
-            self.rt.tracer = Tracer(trace_dir, rank, trace_t0, shared)
+            self.rt.tracer = Tracer(trace_dir, rank, trace_t0, shared, self.rt.evidence)
             subscribe(self.rt, self.rt.tracer)
         if race is not None:          # (directory for the logs, shared SlotTable) from launch()
             from .observers import subscribe
             from .race import RaceRecorder
-            subscribe(self.rt, RaceRecorder(self.rt, *race))
+            recorder = RaceRecorder(self.rt, *race)
+            subscribe(self.rt, recorder)
+            from .race import host        # host code's torch accesses of symmetric tensors
+            self._host_accesses = host.install(recorder)
         if predict is not None:       # (directory, PerfSlots) from launch(): sim/predict records the ops
             from .predict.record import attach
             attach(self.rt, *predict)
@@ -248,6 +259,9 @@ class SimBackend(Backend):
         self._agree("symm_tensor", ("symm_tensor", hs.allocator.next_id, shape, str(dtype)))
         nbytes = symm_nbytes(shape, dtype)
         a = hs.allocator.alloc(nbytes, f"symm tensor #{hs.allocator.next_id} ({str(dtype)[6:]}{list(shape)})")
+        a.itemsize = torch.empty((), dtype=dtype).element_size()
+        f = _user_frame()
+        a.origin = naming.origin(f.f_code.co_filename, f.f_lineno) if f is not None else ""
         buf = hs.maps[rt.rank]
         t = torch.frombuffer(buf, dtype=torch.uint8, count=a.nbytes, offset=a.offset)
         if poison is None and initcheck.native_enabled():
@@ -259,6 +273,8 @@ class SimBackend(Backend):
             a.site = _caller()
         out = t[:nbytes].view(dtype).view(shape)     # a zero-size one too: a view of its slot, so free finds it
         hs.tensors[a.offset] = a
+        if rt.rank == 0 or rt.evidence.local:     # every rank allocates the same: one writes the table
+            rt.evidence.allocated(a)
         # Nobody may write into a peer's new tensor before the peer has zeroed it.
         self._collective("symm_tensor", dist.barrier)
         return out
@@ -282,6 +298,8 @@ class SimBackend(Backend):
         from . import initcheck
         initcheck.forget(hs, a)
         hs.allocator.release(off, _caller())
+        if rt.rank == 0 or rt.evidence.local:
+            rt.evidence.freed(off)
         hs.remember_freed(t, a)
 
     def barrier(self):
@@ -339,11 +357,17 @@ def _read_only_families():
 _READ_ONLY = _read_only_families()
 
 
-def _caller():
+def _user_frame():
+    """The innermost frame outside the simulator and triton_dist: the user's call."""
     import sys
-    f = sys._getframe(1)
+    f = sys._getframe(2)
     here = os.path.dirname(os.path.abspath(__file__))
     pkg = os.path.join(os.path.dirname(here), "triton_dist")
     while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename.startswith(pkg)):
         f = f.f_back
+    return f
+
+
+def _caller():
+    f = _user_frame()
     return "<unknown>" if f is None else f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"

@@ -41,7 +41,7 @@ RECORD = np.dtype([
     ("state", "i4"), ("gen", "u4"), ("addr", "u8"), ("awaited", "i8"), ("seen", "i8"),
     ("prog", "i8"), ("ndisp", "i8"), ("ncores", "i4"), ("wide", "u1"), ("cond", "i2"), ("nbytes", "i2"),
     ("polled", "i8"),
-    ("op", "S40"), ("where", "S120"), ("target", "S80"), ("kind", "S12"),
+    ("op", "S40"), ("where", "S120"), ("target", "S200"), ("kind", "S12"),
 ])
 WIDE = {"awaited": 1, "seen": 2}
 
@@ -63,6 +63,25 @@ def put_value(rec, field: str, v) -> None:
 def value(rec, field: str) -> int:
     v = int(rec[field])
     return v + (1 << 64) if int(rec["wide"]) & WIDE[field] else v
+
+
+def probe(keys, addr: int, insert: bool, shift: int) -> int:
+    """Open addressing over a shared table of nonzero keys (power-of-two length): the index
+    of addr, inserting it if `insert`; -1 when it is absent (not inserting) or the table is
+    full.  The status board's neighbours use it: sim/race/slots.py, sim/evidence/board.py."""
+    n = len(keys)
+    i = ((addr >> 2) * 0x9E3779B97F4A7C15 >> shift) & (n - 1)
+    for _ in range(n):
+        k = int(keys[i])
+        if k == addr:
+            return i
+        if k == 0:
+            if not insert:
+                return -1
+            keys[i] = addr
+            return i
+        i = (i + 1) & (n - 1)
+    return -1
 
 
 def cut(text: str, nbytes: int) -> bytes:
@@ -108,7 +127,7 @@ class Board:
         r = self.rec[rank, self._index(core)]
         r["op"] = cut(op, 40)
         r["where"] = cut(where, 120)
-        r["target"] = cut(target, 80)
+        r["target"] = cut(target, 200)
         r["addr"] = addr
         put_value(r, "awaited", awaited)
         put_value(r, "seen", seen)

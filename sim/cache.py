@@ -151,15 +151,21 @@ class AscendMemory(CoherentMemory):
             e2[2] |= (1 << (len(raw) - n)) - 1
 
     @staticmethod
-    def _writeback(base, entry):
+    def _writeback(base, entry, cause=None):
         """Write a dirty line back: the whole line, as the hardware does, but only inside the
         buffers (heap, tensor argument) this core wrote bytes of: never a byte the simulation
-        does not own, never a neighbouring buffer that merely shares the line."""
+        does not own, never a neighbouring buffer that merely shares the line.  Bytes it did
+        not write that memory holds newer values of are reverted: the observers are told
+        (written_back; sim/evidence/watch.py names the lost update `cache line`)."""
         if entry[1]:
             rt = context.runtime()
             for lo, hi in rt.space.owned(base, base + LINE):
                 if entry[2] >> (lo - base) & ((1 << (hi - lo)) - 1):
-                    ctypes.memmove(lo, bytes(entry[0][lo - base:hi - base]), hi - lo)
+                    new = bytes(entry[0][lo - base:hi - base])
+                    obs = rt.observers
+                    if obs is not None and obs.wants("written_back"):   # lost updates (sim/evidence/)
+                        obs.written_back(base, lo, ctypes.string_at(lo, hi - lo), new, entry[2], cause)
+                    ctypes.memmove(lo, new, hi - lo)
             entry[1] = False
             entry[2] = 0
             rt.sched.wrote()
@@ -183,7 +189,7 @@ class AscendMemory(CoherentMemory):
 
     def kernel_end(self, cache):
         for base, entry in cache.items():
-            self._writeback(base, entry)
+            self._writeback(base, entry, "at the end of its kernel")
         cache.clear()
 
 

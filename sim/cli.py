@@ -115,14 +115,22 @@ def _honour_options_after_script(p: argparse.ArgumentParser) -> None:
 def replay_line(args, schedule, seed) -> str:
     """The command that reruns exactly this launch: every option that changes the run, and
     the script's own arguments after `--`, each quoted for a POSIX shell."""
+    return command(args, "replay", ["--schedule", str(schedule), "--seed", str(seed)])
+
+
+def command(args, sub: str, extra: list, race_check: bool | None = None) -> str:
+    """`triton-dist SUB -n N script EXTRA` with every option of args that changes the run (and the
+    environment variables that do: sim/launch.py EXECUTION_ENV), the script's arguments after --."""
+    from .launch import execution_env
     q = shlex.quote
-    parts = ["triton-dist", "replay", "-n", str(args.nproc), q(args.script),
-             "--schedule", str(schedule), "--seed", str(seed)]
+    parts = [execution_env() + "triton-dist", sub, "-n", str(args.nproc), q(args.script)] + extra
+    if race_check is None:
+        race_check = getattr(args, "race_check", False)
     if args.memory_model != "ascend":
         parts += ["--memory-model", args.memory_model]
     if args.timeout != 60.0:
         parts += ["--timeout", repr(args.timeout)]
-    if getattr(args, "race_check", False):
+    if race_check:
         parts.append("--race-check")
     if getattr(args, "shmem_compat", False):
         parts.append("--shmem-compat")
@@ -196,6 +204,12 @@ def _launch(args, seed=None, trace=None, events=None):
         .replace("\0S", "{schedule}").replace("\0D", "{seed}")
     if events is not None:
         SESSION["events"] = events
+    from triton_dist import launcher
+    saved_hint = dict(launcher.FAILURE_HINT)
+    launcher.FAILURE_HINT["free"] = (
+        f"this run used the free schedule, which does not replay: reproduce it under a deterministic schedule "
+        f"with `{command(args, 'explore', ['--seeds', '50'], race_check=False)}` and check it for races with "
+        f"`{command(args, 'run', [], race_check=True)}`")
     try:
         return triton_dist.launch(run_script, args.script, args.args, bool(getattr(args, "shmem_compat", False)),
                                   world_size=args.nproc,
@@ -205,6 +219,8 @@ def _launch(args, seed=None, trace=None, events=None):
     finally:
         SESSION.clear()
         SESSION.update(saved)
+        launcher.FAILURE_HINT.clear()
+        launcher.FAILURE_HINT.update(saved_hint)
 
 
 # --- run --------------------------------------------------------------------------------------
@@ -283,8 +299,8 @@ def explore(args) -> int:
                 digest = getattr(e, "schedule_digest", "") or getattr(getattr(e, "result", None), "schedule_digest", "")
                 kinds[k] = [seed, 0, str(e).splitlines()[0], digest]
             kinds[k][1] += 1
-            if isinstance(e, triton_dist.RaceError):
-                race = (seed, e)
+            if isinstance(e, triton_dist.RaceError) or getattr(e, "races", None):
+                race = (seed, e)        # a failed launch is race-checked too (sim/launch.py)
         if tty or (i + 1) % 10 == 0 or i + 1 == args.seeds or race:
             _progress(i + 1, args.seeds, passed, sum(v[1] for v in kinds.values()))
             if not tty:

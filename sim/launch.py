@@ -24,6 +24,13 @@ OPTION_DEFAULTS = {"schedule": "free", "seed": None, "memory_model": "ascend", "
 # Simulator-only session settings the command line sets: how many events a failure report
 # keeps, and the command that replays a failure (instead of a launch() call).
 SESSION = {"events": 40, "replay_cmd": None}
+execution_env = L.execution_env
+
+
+FREE_HINT = ("this run used the free schedule, which does not replay: reproduce it under a deterministic "
+             "schedule, e.g. triton_dist.launch(fn, ..., schedule='explore', seed=S) for S in range(50) "
+             "(or `triton-dist explore`, `pytest --sim-schedule explore --sim-seeds 50`), and check it for "
+             "races with launch(..., race_check=True) (`--race-check`, `pytest --sim-race-check`)")
 
 
 def check_options(schedule, memory_model, race_check) -> None:
@@ -70,6 +77,8 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
     # torchrun sets OMP_NUM_THREADS=1 too).
     torch.set_num_threads(1)
     L.install_stack_dump()
+    if options.get("race") is not None:
+        _install_race_dump()
     from . import board as B
     try:
         # the simulator, or a subclass registered under its own name (tests/twin_backends.py)
@@ -90,6 +99,8 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
         result = L.pack_value(rank, value)
     except BaseException as e:  # noqa: BLE001 - everything is reported to the launcher
         result = L.pack_error(e)
+        if options.get("race") is not None:
+            _dump_race_log()        # what it recorded until the failure, for the launcher's check
     try:
         board.wrote()           # what the rank's host code wrote last
         board.set_state(rank, -1, B.DONE)
@@ -149,10 +160,13 @@ def _launch(fn, args, kwargs, *, world_size, timeout, backend_name="sim", **give
     if race_check:
         from .race import SlotTable
         race_dir = tempfile.mkdtemp(prefix="triton_dist-race-")
+    from .evidence.board import EvidenceBoard
+    evidence = EvidenceBoard()        # what the device model saw (sim/evidence/), for a failure's words
     options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
                    barrier_plus_one=bool(barrier_plus_one), shared=shared,
                    trace_dir=trace_dir, trace_t0=time.time(),
-                   race=(race_dir, SlotTable()) if race_dir else None, backend_name=backend_name)
+                   race=(race_dir, SlotTable()) if race_dir else None, backend_name=backend_name,
+                   evidence=evidence)
     if opts["predict"] is not None:
         from . import predict
         options["predict"] = predict.start(opts["predict"])
@@ -165,9 +179,18 @@ def _launch(fn, args, kwargs, *, world_size, timeout, backend_name="sim", **give
             outcomes = L.collect(procs, pipes, timeout, start,
                                  BoardWatchdog(board, timeout, heaps, judge=schedule == "free"))
         except (RankError, DeadlockError, LaunchTimeoutError) as e:
+            _explain(e, evidence, board, heaps, world_size)
+            if race_dir is not None:
+                _check_failed_launch(e, procs, race_dir, world_size)
             if shared is not None:
-                _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared)
+                _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared,
+                            _namer(evidence, heaps))
                 L.LAST_FAILURE.update(schedule=schedule, seed=seed, memory_model=memory_model)
+            else:
+                from .evidence import explain
+                hint = L.FAILURE_HINT.get("free") or FREE_HINT
+                explain.add_text(e, "\n" + hint + (f" (set in this run: {execution_env().strip()})"
+                                                   if execution_env() else ""))
             raise
     finally:
         L.teardown(procs, pipes, listener)
@@ -203,17 +226,93 @@ def _check_races(result, race_dir, world_size, race_check):
         raise race.RaceError(result.races, result)
 
 
-def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared):
+FAILED_DUMP_SECONDS = 3.0     # how long a failed launch waits for its live ranks' race logs
+
+
+def _install_race_dump():
+    """SIGUSR2 makes a rank write its race log as it stands (the launcher asks so of the ranks
+    still running when a launch failed); the handler runs in the main thread, between two
+    bytecodes (a rank waiting for the baton wakes every WAKE_CHECK_SECONDS)."""
+    import signal
+    try:
+        signal.signal(signal.SIGUSR2, lambda *_: _dump_race_log())
+    except (ValueError, OSError):
+        pass
+
+
+def _dump_race_log():
+    try:
+        from . import race
+        race.dump_active()
+    except Exception:  # noqa: BLE001 - a failing dump leaves no log, which the launcher reports
+        pass
+
+
+def _check_failed_launch(e, procs, race_dir, world_size):
+    """A launch that failed with the race check on: ask the ranks still running for their
+    logs, analyse them, and add the races (or why there is no analysis) to the failure;
+    e.races holds them (None: not analysed)."""
+    import signal
+    from triton_dist.errors import race_report
+
+    from . import race
+    from .evidence import explain
+    path = lambda r: os.path.join(race_dir, f"rank{r}.pkl")  # noqa: E731
+    for r, p in enumerate(procs):
+        if not os.path.exists(path(r)) and p.is_alive():
+            try:
+                os.kill(p.pid, signal.SIGUSR2)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + FAILED_DUMP_SECONDS
+    while time.monotonic() < deadline and not all(os.path.exists(path(r)) or not p.is_alive()
+                                                  for r, p in enumerate(procs)):
+        time.sleep(0.05)
+    try:
+        races, missing = race.analyze_available(race_dir, world_size)
+    except Exception as why:  # noqa: BLE001 - the failure itself must come out
+        races, missing = None, []
+        words = f"the race check could not analyse the failed launch ({type(why).__name__}: {why})"
+    else:
+        if races is None:
+            words = (f"the race check did not analyse this failed launch: rank{'s' if len(missing) > 1 else ''} "
+                     f"{', '.join(map(str, missing))} left no log (stopped before it could write one), and "
+                     f"without every rank's log an ordering edge could be missing")
+        else:
+            words = "the race check of this failed launch (what the ranks recorded until it stopped): " + \
+                race_report(races)
+    e.races = races
+    explain.add_text(e, "\n" + words)
+
+
+def _explain(e, evidence, board, heaps, world_size):
+    """Append what the device model saw (sim/evidence/) to the failure."""
+    from .evidence import explain
+    namer = _namer(evidence, heaps)
+    explain.attach(e, evidence, board, namer, world_size)
+
+
+def _namer(evidence, heaps):
+    """Names of heap addresses as the ranks give them (sim/naming.py), from the allocations
+    the ranks told the evidence board."""
+    from . import heap, naming
+    return naming.HeapNamer([heap.address_of(m) for m in heaps], len(heaps[0]), evidence.allocation,
+                            heap.RESERVED_BYTES)
+
+
+def _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared, namer=None):
     """Make a failure under a deterministic schedule say how to reproduce it exactly."""
     e.seed = seed
     e.schedule = schedule
     e.schedule_digest = shared.digest()
-    e.events = shared.last_events(SESSION["events"])
+    name = None if namer is None else (lambda r, off: namer.name(namer.bases[r] + off))
+    e.events = shared.last_events(SESSION["events"], name)
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
     extra = "" if memory_model == "ascend" else f", memory_model={memory_model!r}"
     extra += "" if barrier_plus_one else ", barrier_plus_one=False"
+    env = execution_env()
     e.replay = (f"triton_dist.launch({name}, ..., world_size={world_size}, schedule={schedule!r}, "
-                f"seed={seed}{extra})")
+                f"seed={seed}{extra})" + (f" with {env.strip()} in the environment" if env else ""))
     if SESSION.get("replay_cmd"):            # set by the command line: replay it the same way
         e.replay = SESSION["replay_cmd"].format(seed=seed, schedule=schedule)
     from . import schedulers

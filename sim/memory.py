@@ -18,7 +18,7 @@ from triton._C.libtriton import interpreter as _cpu
 
 from triton_dist.errors import TritonDistError
 
-from . import context
+from . import context, naming
 
 _ACQ_REL = _cpu.MEM_SEMANTIC.ACQUIRE_RELEASE
 
@@ -102,7 +102,8 @@ class AddressSpace:
         return out
 
     def describe(self, addr: int) -> str:
-        """'symm tensor #3 (int32, 1024 B) of rank 1 + 128' or the buffer's name + offset."""
+        """'symm tensor #3 (int32[256]) of rank 1, element 32 ('x' allocated at t.py:9)' (sim/naming.py)
+        or the buffer's name + offset."""
         b = self.find(addr)
         if b is None:
             return f"0x{addr:x} (outside every known buffer)"
@@ -110,7 +111,7 @@ class AddressSpace:
         if b.heap is not None:
             a = b.heap.allocator.find(off)
             if a is not None:
-                return f"{a.label} of rank {b.heap_rank} + {off - a.offset}"
+                return naming.element(a.label, a.itemsize, b.heap_rank, off - a.offset, origin=a.origin)
             if off < b.heap.reserved:
                 return f"device-library state of rank {b.heap_rank} + {off}"
         return f"{b.name} + {off}"

@@ -4,8 +4,13 @@ The simulator hands what a rank does to `rt.observers`: None when nothing subscr
 fast path: no event is built, nothing is called), else an Observers bus that calls, for
 each event, the method of that name of every subscriber that has one, in subscription
 order.  The subscribers today: the race detector (sim/race/record.py), the performance
-predictor (sim/predict/record.py) and the trace (sim/trace.py); each implements only the
-events it needs.  A new diagnostic subscribes with `subscribe(rt, obj)` and needs no
+predictor (sim/predict/record.py), the trace (sim/trace.py) and the device watch
+(sim/evidence/watch.py, on every rank); each implements only the events it needs.
+
+The access events (access, around_atomic) are the hot path: the access path builds an
+Access only when a subscriber implements one of them.  `rt.access_observers` is the bus
+then, None otherwise (`subscribe` keeps it so), so a subscriber of rare events only (the
+device watch) leaves every load and store on the fast path.  A new diagnostic subscribes with `subscribe(rt, obj)` and needs no
 change anywhere else.
 
 Accesses (sim/access.py builds one `Access` per access only when someone subscribed;
@@ -39,6 +44,15 @@ Synchronisation (called by sim/primitives.py, sim/runtime.py, sim/backend.py):
   collective_arrive() / collective_depart() a host collective
   p2p_send(src, dst, tag, seq) / p2p_recv(src, dst, tag, seq)
                                             a torch.distributed send / recv of rank host code
+The data cache (sim/cache.py, sim/runtime.py):
+  written_back(base, lo, old, new, dirty, cause)
+                                            the calling core wrote its cached line at base back over
+                                            [lo, lo + len(new)): old = the bytes memory held, dirty = the
+                                            line's bytes it wrote itself (bit i: byte base + i); cause:
+                                            words for why, None for a SET's dcci (only computed when
+                                            someone subscribed: `wants`)
+  spin_round(kind, addr, value)             a round of a poll found spinning (sim/spin.py): kind is its
+                                            spin kind, value what the poll read at addr
   dump()                                    the rank's function returned: write what was recorded
 
 To add an event: name it in EVENTS (with its answer rule if it returns one), call it at the
@@ -49,7 +63,7 @@ from __future__ import annotations
 # every event a subscriber may implement; those with an answer return the first non-None
 EVENTS = ("access", "landed", "signal", "observed", "consume", "rma", "quiet", "stores_landed", "dot", "kernel_begin",
           "kernel_end", "core_begin", "core_end", "core_arrive", "core_depart", "flag_set", "flag_wait", "collective_arrive",
-          "collective_depart", "p2p_send", "p2p_recv", "dump")
+          "collective_depart", "p2p_send", "p2p_recv", "written_back", "spin_round", "dump")
 ANSWERING = frozenset({"observed"})
 
 
@@ -61,6 +75,11 @@ class Observers:
         for name in EVENTS:
             setattr(self, name, _nobody)
         self._around = []
+        self.accesses = False         # does a subscriber take the access events (the hot path)?
+
+    def wants(self, event: str) -> bool:
+        """Does a subscriber implement `event` (for events whose arguments cost to build)?"""
+        return getattr(self, event) is not _nobody
 
     def add(self, sub) -> None:
         self.subscribers.append(sub)
@@ -68,6 +87,7 @@ class Observers:
             fns = [getattr(s, name) for s in self.subscribers if callable(getattr(s, name, None))]
             setattr(self, name, _fan_out(fns, name in ANSWERING))
         self._around = [s.around_atomic for s in self.subscribers if callable(getattr(s, "around_atomic", None))]
+        self.accesses = bool(self._around) or self.access is not _nobody
 
     def perform_atomic(self, a, perform):
         """Perform an atomic through every subscriber's around_atomic (outermost first)."""
@@ -88,6 +108,8 @@ def subscribe(rt, sub) -> None:
     if rt.observers is None:
         rt.observers = Observers()
     rt.observers.add(sub)
+    if rt.observers.accesses:
+        rt.access_observers = rt.observers
 
 
 def _nobody(*args, **kwargs):

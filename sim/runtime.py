@@ -134,6 +134,8 @@ class SimRuntime:
         self.abort = threading.Event()
         self.tracer = None            # sim.trace.Tracer when the launch writes a trace
         self.observers = None         # sim.observers.Observers once anything subscribes (race check, prediction)
+        self.access_observers = None  # the same bus once a subscriber takes accesses (sim/observers.py)
+        self.evidence = None          # sim.evidence.board.EvidenceBoard: what the device model saw
         self.space = AddressSpace()
         for r, base in enumerate(heaps.bases):
             self.space.add(Buffer(base, base + heaps.size, f"symmetric heap of rank {r}", r, heaps))
@@ -192,6 +194,7 @@ class SimRuntime:
         board.polled(self.rank, core_id, looked)
         if self.tracer:
             self.tracer.begin(op, track, target=w.target, awaited=int(awaited), seen=int(v), where=w.where)
+        stuck = False
         try:
             while True:
                 if self.abort.is_set():
@@ -201,6 +204,7 @@ class SimRuntime:
                 looked = board.write_count()
                 v = read()
                 if done(v):
+                    w.seen = v          # the trace's end of the wait shows the value that satisfied it
                     return v
                 if v != w.seen:
                     w.seen = v
@@ -213,8 +217,12 @@ class SimRuntime:
                         f"were still running (no deadlock was detected); give it more time with "
                         f"launch(..., timeout=SECONDS) or `--timeout SECONDS`",
                         self.board.report([self.rank]))
+        except DeadlockError:
+            stuck = True            # the board keeps saying where it waits: the launcher's report reads it
+            raise
         finally:
-            self.board.set_state(self.rank, core_id, B.RUNNING)
+            if not stuck:
+                self.board.set_state(self.rank, core_id, B.RUNNING)
             if self.tracer:
                 self.tracer.end(op, track, seen=int(w.seen) if w.seen is not None else 0,
                                 rounds=w.rounds)
@@ -253,6 +261,8 @@ class SimRuntime:
             self.board.set(self.rank, c.phys, B.WAITING, kind, w.where, w.target, addr, 0, shown, cond, dt.itemsize)
         elif w.looked is not None:
             self.board.polled(self.rank, c.phys, w.looked)   # this poll read after that count
+        if self.observers is not None:
+            self.observers.spin_round(kind, addr, value)
         if self.abort.is_set():
             raise Aborted()
         w.rounds += 1
@@ -369,6 +379,9 @@ class SimRuntime:
                 if race is not None:
                     race.core_end(c)
                 ended = True
+            except DeadlockError:
+                ended = True        # its record keeps saying where it waits (the launcher's report reads it)
+                raise
             finally:
                 if c.cache is not None:
                     if tr:

@@ -5,7 +5,10 @@ still leaves what it did); the launcher merges the files into one trace.  Under 
 deterministic schedule the clock is the global step count, so two replays of a seed give
 the same trace; in the free schedule it is microseconds since the launch started.  Besides the spans and
 instants the simulator writes itself (kernels, waits, barriers, signals, collectives), the
-tracer subscribes to the rank's observers: every store in flight that lands is an instant.
+tracer subscribes to the rank's observers: every store issued as a DMA and every store in
+flight that lands is an instant (so a signal that overtook a store shows as the store
+landing after it), and each signal starts a flow arrow that ends where a wait observed it
+(the signal's id is the device watch's, sim/evidence/board.py, shared by the ranks).
 """
 from __future__ import annotations
 
@@ -13,10 +16,13 @@ import json
 import os
 import time
 
+from . import context
+
 
 class Tracer:
-    def __init__(self, directory: str, rank: int, t0: float, shared=None):
+    def __init__(self, directory: str, rank: int, t0: float, shared=None, evidence=None):
         self.rank = rank
+        self.evidence = evidence
         self.t0 = t0
         self.shared = shared
         self.f = open(os.path.join(directory, f"rank{rank}.jsonl"), "a", buffering=1)
@@ -26,8 +32,8 @@ class Tracer:
             return self.shared.steps()
         return (time.time() - self.t0) * 1e6
 
-    def emit(self, ph, name, core=-1, args=None, cat="sim"):
-        ev = {"ph": ph, "name": name, "cat": cat, "pid": self.rank, "tid": core + 1, "ts": self._ts()}
+    def emit(self, ph, name, core=-1, args=None, cat="sim", **fields):
+        ev = {"ph": ph, "name": name, "cat": cat, "pid": self.rank, "tid": core + 1, "ts": self._ts(), **fields}
         if ph == "i":
             ev["s"] = "t"
         if args:
@@ -44,13 +50,48 @@ class Tracer:
         self.emit("i", name, core, args)
 
     # -- a subscriber of the rank's observers (sim/observers.py) --------------------------------
+    def access(self, a):
+        """A kernel's store issued as a DMA (sim/dma.py): an instant; it lands later (landed)."""
+        if a.route != "dma" or a.core is None:
+            return
+        v = a.values()
+        self.instant("scalar store issued" if a.scalar else "store issued", a.core.core,
+                     target=a.rt.space.describe(a.lo), bytes=a.hi - a.lo, value=_value(v))
+
+    def signal(self, addr, size, add, value):
+        """A signal SET/ADD: the start of a flow arrow to the wait that observes it."""
+        r = self.evidence.signal(addr) if self.evidence is not None else None
+        if r is not None:
+            c = context.core()
+            self.emit("s", "signal", c.core if c is not None else -1, cat="flow", id=int(r["id"]))
+
+    def observed(self, addrs, values, size, token=False):
+        """A wait saw its values: the arrow from the last signal on each slot ends here."""
+        if self.evidence is None:
+            return None
+        c = context.core()
+        for addr in addrs:
+            r = self.evidence.signal(int(addr))
+            if r is not None:
+                self.emit("f", "signal", c.core if c is not None else -1, cat="flow", id=int(r["id"]), bp="e")
+        return None
+
     def landed(self, a):
         """A kernel's store in flight reached memory (sim/dma.py): an instant on its program's
         track, naming the bytes and the line that issued it."""
         if a.origin != "kernel" or a.core is None:
             return
         self.instant("scalar store lands" if a.scalar else "store lands", a.core.core,
-                     target=a.rt.space.describe(a.lo), bytes=a.hi - a.lo, issued_at=a.where())
+                     target=a.rt.space.describe(a.lo), bytes=a.hi - a.lo, issued_at=a.where(),
+                     value=_value(a.values()))
+
+
+def _value(v):
+    """The first active lane's value, as JSON takes it."""
+    if not v.size:
+        return None
+    x = v[0].item()
+    return x if isinstance(x, (int, float, bool)) else str(x)
 
 
 def merge(directory: str, out_path: str, world_size: int, unit_is_steps: bool) -> int:

@@ -221,7 +221,7 @@ def test_deadlock_report_names_rank_line_address_and_values():
     rep = str(ei.value)
     for r in (0, 1):
         assert f"rank {r} core 0: wait at test_errors.py:" in rep
-    assert "symm tensor #0 (int32[16]) of rank 0 + 0" in rep
+    assert "symm tensor #0 (int32[16]) of rank 0, element 0" in rep
     assert "awaits 1, sees 0" in rep
 
 

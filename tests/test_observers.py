@@ -94,12 +94,15 @@ def _nobody():
     y = torch.zeros(N)
     flag = torch.zeros(3, dtype=torch.int32)
     touch[(1,)](x, y, flag, N=N)
-    return context.runtime().observers, y.tolist()
+    rt = context.runtime()
+    return rt.access_observers is None, [type(s).__name__ for s in rt.observers.subscribers], y.tolist()
 
 
-def test_nothing_subscribed_is_the_fast_path():
-    obs, y = triton_dist.launch(_nobody, world_size=1).values[0]
-    assert obs is None and y == [2.0] * N
+def test_nothing_subscribed_to_accesses_is_the_fast_path():
+    # the device watch (sim/evidence/watch.py) is on every rank, but takes no access events:
+    # the access path builds no Access for a load and calls nobody
+    no_access_bus, subscribers, y = triton_dist.launch(_nobody, world_size=1).values[0]
+    assert no_access_bus and subscribers == ["DeviceWatch"] and y == [2.0] * N
 
 
 def test_the_trace_shows_each_store_landing(tmp_path):

@@ -405,6 +405,25 @@ def _two_kernels(host_barrier):
     return body
 
 
+def _host_write(host_barrier):
+    """Rank 0's host code writes its `data` with torch while rank 1's kernel gets it (issue 26
+    item 3): racy unless a host barrier orders the write before rank 1's launch."""
+    def body():
+        data, src, dst, sig = _buffers()
+        if triton_dist.rank() == 0:
+            data.fill_(7.0)
+        if host_barrier:
+            triton_dist.barrier()
+        get_from_rank1_of_rank0[(1,)](data, src, dst, sig, N=N)
+    return body
+
+
+@triton.jit
+def get_from_rank1_of_rank0(data, src, dst, sig, N: tl.constexpr):
+    if dl.rank() == 1:
+        shm.getmem(dst, data, N * 4, 0)
+
+
 # name -> (body, labelled racy, launch options)
 CASES = {
     "put_signal_consume": (_one(put_signal_consume, 1), False, {}),
@@ -442,6 +461,8 @@ CASES = {
     "atomic_and_plain_load": (_one(atomic_and_plain_load, 1), True, {}),
     "kernels_without_host_barrier": (_two_kernels(False), True, {}),
     "kernels_with_host_barrier": (_two_kernels(True), False, {}),
+    "host_write_without_barrier": (_host_write(False), True, {}),
+    "host_write_with_barrier": (_host_write(True), False, {}),
 }
 
 
@@ -474,7 +495,7 @@ def test_raises_race_error_with_the_result():
     assert (r.first.rank, r.first.core, r.first.op) == (0, 0, "putmem writes")
     assert (r.second.rank, r.second.core, r.second.op) == (1, 0, "loads")
     assert r.first.where.startswith("test_races.py:") and "put_notify_without_quiet" in r.first.where
-    assert r.target.startswith("symm tensor #0 (float32[16]) of rank 1 + 0")
+    assert r.target.startswith("symm tensor #0 (float32[16]) of rank 1, elements [0:16]")
     assert "quiet" in r.missing
     text = str(e)
     assert "1 race on symmetric memory" in text and "rank 0 core 0 putmem writes symm tensor #0" in text
@@ -579,3 +600,49 @@ def test_putmem_signal_orders_its_data_before_its_own_signal(schedule, seed):
     res = triton_dist.launch(_sync_barrier, world_size=2, race_check=True, schedule=schedule, seed=seed,
                              timeout=60)
     assert res.values == [[3, 3], [3, 3]] and res.races == []
+
+
+# ---- host code's reads and writes (issue 26 item 3) -------------------------------------------------
+
+def _hello_allgather(tmp_path, mutate):
+    """examples/hello_allgather.py, or its mutant whose wait covers one slot too few: the host's
+    read of `gathered` after the kernel then races with the last peer's putmem_signal."""
+    import os
+    import runpy
+    src = open(os.path.join(os.path.dirname(__file__), "..", "examples", "hello_allgather.py")).read()
+    if mutate:
+        assert "dl.wait(sig, n, " in src
+        src = src.replace("dl.wait(sig, n, ", "dl.wait(sig, n - 1, ")
+    path = tmp_path / ("hello_allgather_mutant.py" if mutate else "hello_allgather_copy.py")
+    path.write_text(src)
+    return runpy.run_path(str(path), run_name="hello")["main"], src
+
+
+def test_host_read_after_a_kernel_that_waited_too_little_is_a_race(tmp_path):
+    main, src = _hello_allgather(tmp_path, mutate=True)
+    read_line = next(i for i, ln in enumerate(src.splitlines(), 1) if "torch.equal(gathered" in ln)
+    for _ in range(3):     # before issue 26 item 3: 3 of 3 race checks passed
+        res = triton_dist.launch(main, world_size=4, race_check="report", timeout=60)
+        # the values are right in most runs (the mutant's own check catches it now and then) ...
+        (r,) = res.races                         # ... the race is reported in every run
+        assert (r.first.op, r.first.rank) == ("putmem_signal writes", 3)
+        assert (r.second.op, r.second.rank, r.second.core) == ("reads", 0, -1)
+        assert r.second.where == f"hello_allgather_mutant.py:{read_line} (main)"
+        assert r.target.startswith("symm tensor #1 (float32[32]) of rank 0, elements [24:32] "
+                                   "('gathered' allocated at hello_allgather_mutant.py:")
+        assert "host" in r.missing and "dl.wait" in r.missing and "barrier" in r.missing
+
+
+def test_host_read_after_a_kernel_that_waited_for_everything_is_no_race(tmp_path):
+    main, _ = _hello_allgather(tmp_path, mutate=False)
+    for schedule, seed in (("free", None), ("free", None), ("pct", 3)):
+        res = triton_dist.launch(main, world_size=4, race_check=True, timeout=60, schedule=schedule, seed=seed)
+        assert res.values == [True] * 4 and res.races == []
+
+
+def test_host_write_names_the_barrier():
+    (r,) = races_of("host_write_without_barrier")
+    assert {r.first.op, r.second.op} == {"writes", "getmem reads"}
+    host = r.first if r.first.op == "writes" else r.second
+    assert (host.rank, host.core) == (0, -1) and "test_races.py:" in host.where
+    assert "triton_dist.barrier()" in r.missing

@@ -34,6 +34,19 @@ DEFAULTS: dict = {"schedule": None, "seed": None, "memory_model": None, "trace":
                   "barrier_plus_one": None, "predict": None, "npu_compile": None}
 # schedule and seed of the last launch of this process (for replay lines)
 LAST_LAUNCH: dict = {}
+# what a failure under a schedule that does not replay (the simulator's free one) suggests
+# instead of a replay line: set by the command line and the pytest plugin to commands in their
+# own terms; None: the backend's words for launch()
+FAILURE_HINT: dict = {"free": None}
+# Environment variables that change what a launch does (the simulator's device profile, the
+# heap size): a replay line carries those that are set.
+EXECUTION_ENV = ("TRITON_DIST_SIM_DEVICE", "TRITON_DIST_SIM_CORES", "TRITON_DIST_HEAP_SIZE")
+
+
+def execution_env() -> str:
+    """'NAME=value ' for each of EXECUTION_ENV set in this process (a shell prefix), or ''."""
+    import shlex
+    return "".join(f"{k}={shlex.quote(os.environ[k])} " for k in EXECUTION_ENV if os.environ.get(k))
 # The last failed launch of this process under a deterministic schedule (for replay lines).
 LAST_FAILURE: dict = {}
 LAUNCHES = [0]

@@ -29,7 +29,7 @@ def _round_up(n: int, a: int) -> int:
 class Allocation:
     """nbytes: the heap space taken (rounded up to ALIGN); size: the bytes asked for, the
     tensor's own bytes (what an access must stay inside)."""
-    __slots__ = ("aid", "offset", "nbytes", "label", "size", "freed_at", "site", "poisoned")
+    __slots__ = ("aid", "offset", "nbytes", "label", "size", "freed_at", "site", "poisoned", "itemsize", "origin")
 
     def __init__(self, aid: int, offset: int, nbytes: int, label: str, size: int | None = None):
         self.aid, self.offset, self.nbytes, self.label = aid, offset, nbytes, label
@@ -37,6 +37,8 @@ class Allocation:
         self.freed_at = None        # "file.py:LINE" of the triton_dist.free that released it
         self.site = None            # where it was allocated, once a backend records it
         self.poisoned = False       # filled with a poison pattern, not zeros (the simulator's initcheck)
+        self.itemsize = 0           # bytes per element (0: unknown), for element indices in messages
+        self.origin = ""            # where it was allocated: "'sig' allocated at t.py:40" (sim/naming.py)
 
 
 class HeapAllocator:

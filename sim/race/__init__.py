@@ -51,7 +51,7 @@ from triton_dist.errors import RaceError, race_report
 from triton_dist.errors import race_report as report
 
 from . import record
-from .analysis import _SYNCISH, _WRITES, _analyze, _conflicts, _Logs, _State, analyze
+from .analysis import _SYNCISH, _WRITES, _analyze, _conflicts, _Logs, _State, analyze, analyze_available
 from .events import (ATOMIC, MASK64, NOUNS, OP_ADD, OP_ATOMIC, OP_GET_DST, OP_GET_SRC, OP_GETNBI_DST, OP_GETNBI_SRC,
                      OP_LOAD, OP_PUT_DST, OP_PUT_SRC, OP_PUTNBI_DST, OP_PUTNBI_SRC, OP_PUTSIG_DST, OP_PUTSIG_SRC,
                      OP_SET, OP_STORE, OP_WAIT, OPS, READ, REL_ADD, REL_SET, SYNC_ADD, SYNC_READ, SYNC_WRITE, WRITE)
@@ -60,6 +60,7 @@ from .reporting import _DTYPE_SIZES, _LABEL, Race, RaceAccess, _access, _describ
 from .slots import SlotTable
 
 __all__ = ["RaceError", "report", "race_report", "Race", "RaceAccess", "RaceRecorder", "SlotTable", "analyze",
+           "analyze_available",
            "dump_active", "ACTIVE", "READ", "WRITE", "ATOMIC", "SYNC_READ", "SYNC_WRITE", "SYNC_ADD", "OPS", "NOUNS",
            "REL_SET", "REL_ADD", "MASK64", "OP_LOAD", "OP_STORE", "OP_ATOMIC", "OP_PUT_SRC", "OP_PUT_DST",
            "OP_GET_SRC", "OP_GET_DST", "OP_SET", "OP_ADD", "OP_WAIT", "OP_PUTNBI_SRC", "OP_PUTNBI_DST",

@@ -72,6 +72,24 @@ def analyze(directory: str, world_size: int) -> list:
     return _analyze(_Logs(docs))
 
 
+def analyze_available(directory: str, world_size: int) -> tuple:
+    """A launch that failed: analyse the logs the ranks left, each up to where the rank
+    stopped.  Returns (races, ranks that left no log); races is None unless every rank left
+    one: a release only a missing log holds would leave accesses it ordered unordered, a
+    race the run did not have."""
+    docs, missing = [], []
+    for r in range(world_size):
+        path = os.path.join(directory, f"rank{r}.pkl")
+        try:
+            with open(path, "rb") as f:
+                docs.append(pickle.load(f))
+        except (OSError, EOFError, pickle.UnpicklingError):
+            missing.append(r)
+    if missing:
+        return None, missing
+    return _analyze(_Logs(docs)), []
+
+
 def _analyze(logs: _Logs) -> list:
     # components of the vector clocks: every task and every core's DMA queue
     comp = {}

@@ -34,13 +34,15 @@ READ, WRITE, ATOMIC, SYNC_READ, SYNC_WRITE, SYNC_ADD = range(6)
 OPS = ["loads", "stores to", "atomically updates", "putmem reads", "putmem writes", "getmem reads",
        "getmem writes", "sets the signal", "adds to the signal", "waits on the signal",
        "putmem_nbi reads", "putmem_nbi writes", "getmem_nbi reads", "getmem_nbi writes",
-       "putmem_signal reads", "putmem_signal writes"]
+       "putmem_signal reads", "putmem_signal writes", "reads", "writes"]     # the last two: host code (torch)
 (OP_LOAD, OP_STORE, OP_ATOMIC, OP_PUT_SRC, OP_PUT_DST, OP_GET_SRC, OP_GET_DST, OP_SET, OP_ADD, OP_WAIT,
- OP_PUTNBI_SRC, OP_PUTNBI_DST, OP_GETNBI_SRC, OP_GETNBI_DST, OP_PUTSIG_SRC, OP_PUTSIG_DST) = range(len(OPS))
+ OP_PUTNBI_SRC, OP_PUTNBI_DST, OP_GETNBI_SRC, OP_GETNBI_DST, OP_PUTSIG_SRC, OP_PUTSIG_DST,
+ OP_HOST_READ, OP_HOST_WRITE) = range(len(OPS))
 
 # what an access was, as a noun: "after that <noun>"
 NOUNS = ["load", "store", "atomic update", "put", "put", "get", "get", "signal SET", "signal ADD", "wait",
-         "putmem_nbi", "putmem_nbi", "getmem_nbi", "getmem_nbi", "putmem_signal", "putmem_signal"]
+         "putmem_nbi", "putmem_nbi", "getmem_nbi", "getmem_nbi", "putmem_signal", "putmem_signal",
+         "host read", "host write"]
 
 REL_SET, REL_ADD = 0, 1
 MASK64 = (1 << 64) - 1

@@ -69,7 +69,7 @@ class RaceRecorder:
         self.heaps = sorted((b, b + hs.size, r) for r, b in enumerate(hs.bases))
         self._heap_lo = min(b for b, _, _ in self.heaps)
         self._heap_hi = max(e for _, e, _ in self.heaps)
-        self.allocs = []        # [offset, nbytes, label, t_alloc, t_free]
+        self.allocs = []        # [offset, nbytes, label, t_alloc, t_free, Allocation]
         self._wrap_allocator(hs.allocator)
         # under the ascend models a kernel's stores are DMAs in flight (sim/dma.py): logged
         # as the core's DMA stream ("d"), complete at quiet/fence/barrier/putmem_signal/end
@@ -87,7 +87,7 @@ class RaceRecorder:
 
         def wrapped_alloc(nbytes, label):
             a = orig_alloc(nbytes, label)
-            allocs.append([a.offset, a.nbytes, a.label, time.monotonic_ns(), None])
+            allocs.append([a.offset, a.nbytes, a.label, time.monotonic_ns(), None, a])
             return a
 
         def wrapped_release(offset, *site):
@@ -212,6 +212,16 @@ class RaceRecorder:
         t.seen.add(key)
         rec = ("a", kind, op, line, runs, time.monotonic_ns(), cons)
         t.ev.append(("d", rec) if dma else rec)
+
+    # -- host code's torch accesses of symmetric tensors (host.py) -----------------------------------
+    def heap_span(self) -> tuple:
+        """[lo, hi) of all heaps: a quick test before the exact one."""
+        return self._heap_lo, self._heap_hi
+
+    def host_access(self, kind: int, op: int, lo: int, hi: int, site) -> None:
+        """Host code read or wrote bytes [lo, hi) of a symmetric tensor through torch, at `site`."""
+        if context.core() is None:
+            self.scalar(kind, op, lo, hi - lo, site=site)
 
     def _consumed(self, t: _Task, addr: int) -> int:
         """The symmetric tensor (heap offset) holding addr, if a consume_token'd pointer of this
@@ -401,8 +411,11 @@ class RaceRecorder:
         if self.dumped:
             return
         self.dumped = True
+        # the allocations as plain data: [offset, nbytes, label, t_alloc, t_free, itemsize, origin]
+        # (the allocator fills in itemsize and origin after alloc returns)
+        allocs = [r[:5] + [r[5].itemsize, r[5].origin] for r in self.allocs]
         doc = {"rank": self.rank, "tasks": {k: t.ev for k, t in self.tasks.items()},
-               "lines": self.line_names, "allocs": self.allocs, "heaps": self.heaps,
+               "lines": self.line_names, "allocs": allocs, "heaps": self.heaps,
                "reserved": self.rt.heaps.reserved}
         path = os.path.join(self.dir, f"rank{self.rank}.pkl")
         with open(path + ".tmp", "wb") as f:

@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .events import NOUNS, OP_LOAD, OP_STORE, OPS, READ, SYNC_ADD, SYNC_READ, SYNC_WRITE, WRITE
+from .. import naming
+from .events import (NOUNS, OP_HOST_READ, OP_HOST_WRITE, OP_LOAD, OP_STORE, OPS, READ, SYNC_ADD, SYNC_READ,
+                     SYNC_WRITE, WRITE)
 
 if TYPE_CHECKING:
     from .analysis import _Logs
@@ -49,24 +51,26 @@ _LABEL = re.compile(r"\((\w+)\[")
 
 
 def _describe(logs: _Logs, lo: int, hi: int, t_ns: int) -> str:
+    """The bytes [lo, hi) as every message names them (sim/naming.py): the tensor live at t_ns."""
     for b, e, r in logs.heaps:
         if b <= lo < e:
             off, end = lo - b, hi - b
             best = None
-            for a_off, nbytes, label, t0, t1 in logs.allocs:
+            for rec in logs.allocs:
+                a_off, nbytes, _, t0, t1 = rec[:5]
                 if a_off <= off < a_off + nbytes and t0 <= t_ns and (t1 is None or t_ns < t1):
-                    best = (a_off, label)
+                    best = rec
             if best is None:
-                for a_off, nbytes, label, t0, t1 in logs.allocs:
-                    if a_off <= off < a_off + nbytes:
-                        best = (a_off, label)
+                for rec in logs.allocs:
+                    if rec[0] <= off < rec[0] + rec[1]:
+                        best = rec
             if best is not None:
-                a_off, label = best
-                m = _LABEL.search(label)
-                size = _DTYPE_SIZES.get(m.group(1)) if m else None
-                s, f = off - a_off, end - a_off
-                what = f"elements [{s // size}:{-(-f // size)}]" if size else f"{f - s} bytes"
-                return f"{label} of rank {r} + {s}, {what}"
+                a_off, _, label, _, _, itemsize, origin = best
+                if not itemsize:
+                    m = _LABEL.search(label)
+                    itemsize = _DTYPE_SIZES.get(m.group(1), 0) if m else 0
+                return naming.element(label, itemsize, r, off - a_off, max(end - a_off, off - a_off + 1),
+                                      origin=origin)
             if off < logs.reserved:
                 return f"device-library state of rank {r} + {off}"
             return f"the symmetric heap of rank {r} + {off} (bytes [{off}:{end}])"
@@ -84,6 +88,9 @@ def _missing(logs, x, y, C, comp) -> str:
     # (tid, epoch, ver, fullver, kind, op, line, runs, t, rank, core, stream, issue_epoch, own)
     dma_x = x[11] and x[5] == OP_STORE          # a store in flight (sim/dma.py)
     dma_y = y[11] and y[5] == OP_STORE
+    host_x, host_y = x[5] in (OP_HOST_READ, OP_HOST_WRITE), y[5] in (OP_HOST_READ, OP_HOST_WRITE)
+    if host_x or host_y:
+        return _missing_host(ax, ay, x, y, host_x, host_y)
     # first the edge that is really missing: when y's full clock (every acquire, the waits'
     # included) already orders x -- the store was fenced or the put quieted before the signal
     # -- only the load's own clock lacks it: the wait's token, i.e. consume_token
@@ -122,6 +129,23 @@ def _missing(logs, x, y, C, comp) -> str:
                 f"accesses (no barrier_all or signal from one to the other)")
     return (f"{ay.who} did not wait on a signal set after that {NOUNS[x[5]]} "
             f"(nor meet {ax.who} at a barrier in between)")
+
+
+def _missing_host(ax, ay, x, y, host_x, host_y) -> str:
+    """Why a host access (torch on a symmetric tensor) and another access are unordered."""
+    verb = {OP_HOST_READ: "reads", OP_HOST_WRITE: "writes"}
+    if host_x and host_y:
+        return (f"the host code of ranks {ax.rank} and {ay.rank} touch it with no host collective between "
+                f"({ax.who} {verb[x[5]]} it, then {ay.who} {verb[y[5]]} it): call triton_dist.barrier() in between")
+    if host_y:
+        return (f"the host code of rank {ay.rank} {verb[y[5]]} it (torch) with nothing ordering {ax.who}'s {NOUNS[x[5]]} "
+                f"before: a kernel's end orders only what its own cores did and waited for, and none of "
+                f"them waited on a signal set after that {NOUNS[x[5]]}; wait for that signal in the kernel "
+                f"(a dl.wait covering every slot a peer signals) or call triton_dist.barrier() before the host "
+                f"touches it")
+    return (f"the host code of rank {ax.rank} {verb[x[5]]} it (torch) while {ay.who}'s {NOUNS[y[5]]} may still run: nothing "
+            f"orders the two (a kernel launched after the host access orders only its own rank's cores); "
+            f"call triton_dist.barrier() between the host access and the peer's kernel")
 
 
 def _signal_after(logs, x, y, C) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 
 from triton_dist.errors import TritonDistError
 
+from ..board import probe
 from .events import MASK64, REL_ADD
 
 
@@ -37,20 +38,10 @@ class SlotTable:
         self.lock = mp.get_context("fork").Lock()
 
     def _index(self, addr: int, insert: bool) -> int:
-        n = self.n
-        i = ((addr >> 2) * 0x9E3779B97F4A7C15 >> 17) & (n - 1)
-        keys = self.keys
-        for _ in range(n):
-            k = int(keys[i])
-            if k == addr:
-                return i
-            if k == 0:
-                if not insert:
-                    return -1
-                keys[i] = addr
-                return i
-            i = (i + 1) & (n - 1)
-        raise TritonDistError(f"race detector: more than {n} distinct signal addresses")
+        i = probe(self.keys, addr, insert, 17)
+        if i < 0 and insert:
+            raise TritonDistError(f"race detector: more than {self.n} distinct signal addresses")
+        return i
 
     def release(self, addr: int, rid: int, op: int, value: int) -> int:
         """Record a release; return the id of the newest release before it (or -1)."""

@@ -51,13 +51,23 @@ MASK64 = (1 << 64) - 1
 SPIN_BEFORE_SLEEP = 200
 WAKE_CHECK_SECONDS = 0.5     # a task sleeping for the baton checks this often that its launcher lives
 # words of the shared header (uint64): generator state, decision hash, counters
-RNG, DIGEST, SEED, STEPS, EPOCH, SWITCHES = range(6)
+RNG, DIGEST, SEED, STEPS, EPOCH, SWITCHES, RECORDS = range(7)
 # signed words: who holds the baton, collective bookkeeping
 CURRENT, ARRIVED, LEAVING = range(3)
 
 # value: a signal value above 2**63 (uint64 signals) is kept as its int64 bit pattern, wide = 1
-EVENT = np.dtype([("step", "u8"), ("rank", "i4"), ("core", "i4"), ("op", "S28"), ("where", "S64"),
-                  ("heap", "i4"), ("buf", "S40"), ("addr", "u8"), ("value", "i8"), ("wide", "u1")])
+# seen: what a load read or a wait saw when it was satisfied (has_seen: filled in after the
+# point, by `saw`); seq orders the records (a landing shares its point's step)
+EVENT = np.dtype([("seq", "u8"), ("step", "u8"), ("rank", "i4"), ("core", "i4"), ("op", "S28"), ("where", "S64"),
+                  ("heap", "i4"), ("buf", "S40"), ("addr", "u8"), ("value", "i8"), ("wide", "u1"),
+                  ("seen", "i8"), ("seen_f", "f8"), ("has_seen", "u1")])    # has_seen: 1 int, 2 float
+
+
+def _int64(v) -> int:
+    """A value as the ring's i8 holds it (floats truncated, uint64 as their bit pattern)."""
+    v = int(np.asarray(v).ravel()[0]) if np.ndim(v) else int(v)
+    v %= 1 << 64
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def splitmix64(state: int):
@@ -119,23 +129,46 @@ class SharedSchedule:
     def switches(self) -> int:
         return int(self.u[SWITCHES])
 
-    def last_events(self, n: int = 40):
-        rows = sorted((e for e in self.events if e["op"]), key=lambda e: int(e["step"]))[-n:]
+    def last_events(self, n: int = 40, name=None):
+        """The last n records of the event ring, one line each.  name(rank, offset): the words
+        for an offset into the heap of a rank (sim/naming.py; the launcher and the ranks pass
+        theirs), else 'heap of rank R + OFFSET'."""
+        rows = sorted((e for e in self.events if e["op"]), key=lambda e: int(e["seq"]))[-n:]
         out = []
         for e in rows:
             core = int(e["core"])
             who = f"rank {int(e['rank'])} " + ("host" if core < 0 else f"core {core}")
             heap = int(e["heap"])
             if heap >= 0:
-                addr = f"heap of rank {heap} + {int(e['addr'])}"
+                addr = _heap_name(name, heap, int(e["addr"]))
             elif e["buf"]:
                 addr = f"{text(e['buf'])} + {int(e['addr'])}"
             else:
                 addr = f"0x{int(e['addr']):x}" if int(e["addr"]) else "-"
             value = int(e["value"]) + ((1 << 64) if int(e["wide"]) else 0)
+            kind = int(e["has_seen"])
+            seen = "" if not kind else f", saw {int(e['seen'])}" if kind == 1 else f", saw {float(e['seen_f']):g}"
             out.append(f"  step {int(e['step']):>7}  {who:14s} {text(e['op']):26s} "
-                       f"{text(e['where']):44s} {addr} = {value}")
+                       f"{text(e['where']):44s} {addr} = {value}{seen}")
         return f"last {len(out)} of {self.steps()} steps:\n" + "\n".join(out)
+
+
+def _rank_namer():
+    """name(rank, offset) of the calling rank's runtime (its allocator is every rank's)."""
+    from triton_dist.sim import context
+    def name(r, off):
+        rt = context.runtime()
+        return rt.space.describe(rt.heaps.bases[r] + off)
+    return name
+
+
+def _heap_name(name, rank: int, off: int) -> str:
+    if name is not None:
+        try:
+            return name(rank, off)
+        except Exception:  # noqa: BLE001 - a log line must not fail the report it is part of
+            pass
+    return f"heap of rank {rank} + {off}"
 
 
 class DeterministicScheduler:
@@ -173,7 +206,10 @@ class DeterministicScheduler:
     def _record(self, slot, op, addr=0, value=0, where=None):
         from triton_dist.sim import context
         if where is None:
-            where = context.kernel_line(3) if context.core() is not None else ""
+            c = context.core()
+            where = context.kernel_line(3) if c is not None else ""
+            if where == "<host>" and c is not None:     # the core's own end: its drain and flush
+                where = f"end of {c.kernel} (core {c.core})"
         heap, buf = -1, b""
         if addr:
             # offsets into named buffers replay exactly; raw addresses don't
@@ -191,8 +227,39 @@ class DeterministicScheduler:
             value %= 1 << 64
             if value >= 1 << 63:
                 value, wide = value - (1 << 64), 1
-        self.sh.events[step % EVENTS] = (step, rank, core, cut(op, 28), cut(where, 64), heap,
-                                         buf, addr, value, wide)
+        seq = int(self.sh.u[RECORDS])
+        self.sh.u[RECORDS] = seq + 1
+        self.sh.events[seq % EVENTS] = (seq + 1, step, rank, core, cut(op, 28), cut(where, 64), heap,
+                                        buf, addr, value, wide, 0, 0.0, 0)
+        self._local.last = seq
+
+    def saw(self, value, mask=None) -> None:
+        """The access of the calling task's last point read `value` (its active lanes: mask;
+        the event log shows the first)."""
+        seq = getattr(self._local, "last", None)
+        if seq is None:
+            return
+        e = self.sh.events[seq % EVENTS]
+        if int(e["seq"]) == seq + 1:
+            v = np.asarray(value)
+            v = v[np.broadcast_to(mask, v.shape)] if mask is not None and v.ndim else v.ravel()
+            if not v.size:
+                return
+            if v.dtype.kind == "f":
+                e["seen_f"], e["has_seen"] = float(v[0]), 2
+            else:
+                try:
+                    e["seen"], e["has_seen"] = _int64(v[0]), 1
+                except (TypeError, ValueError, OverflowError):
+                    pass
+
+    def landed(self, a) -> None:
+        """Observer (sim/observers.py): a store in flight reached memory: a record of its own."""
+        if a.core is None:
+            return
+        self._record(self._my_slot(), "scalar store lands" if a.scalar else "store lands", a.lo,
+                     0, where=f"{a.where()} (issued there)")
+        self.saw(a.values())
 
     def _deadlock(self, why):
         report = self.board.report() if self.board is not None else ""
@@ -200,7 +267,7 @@ class DeterministicScheduler:
             co = [f"rank {r}: {c}" for r in range(self.sh.world_size) if (c := self.board.coresidency(r))]
             why += "".join("; " + c for c in co[:1])
         raise DeadlockError(f"{why} (schedule={self.name}, seed={int(self.sh.u[SEED])})",
-                            report + "\n" + self.sh.last_events())
+                            report + "\n" + self.sh.last_events(name=_rank_namer()))
 
     def _next(self, me: int) -> int:
         sh = self.sh

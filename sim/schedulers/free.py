@@ -74,6 +74,9 @@ class FreeScheduler:
     def point(self, op="access", addr=0, value=0):
         dma.at_point(self)      # a DMA store lands FREE_DELAY points of its core after its issue
 
+    def saw(self, value, mask=None) -> None:    # no event log under the free schedule
+        pass
+
     def wrote(self):
         if self.board is not None:
             self.board.wrote()

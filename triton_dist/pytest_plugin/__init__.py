@@ -19,6 +19,8 @@ Options:
   --sim-seed N           default seed (first seed with --sim-seeds)
   --sim-seeds K          run each test that launches ranks under K seeds
   --sim-race-check       turn the race detector on for every launch
+  --sim-memory-model M   default memory model of triton_dist.launch (ascend, ascend-scalar-cache,
+                         ascend-weak-atomics, coherent)
   --npu-compile          also compile every kernel the simulator launches with the real NPU
                          compilers (docs/ascend.md); a refusal fails the test that launched it,
                          and the session ends with one line: accepted, refused, skipped
@@ -179,6 +181,10 @@ def pytest_addoption(parser):
                 help="run each test that launches ranks under K seeds (from --sim-seed, default 0)")
     g.addoption("--sim-race-check", action="store_true", default=False,
                 help="check every launch for unordered conflicting accesses")
+    g.addoption("--sim-memory-model", default=None, metavar="MODEL",
+                help="memory model triton_dist.launch uses when a test passes none: ascend (the default), "
+                     "ascend-scalar-cache, ascend-weak-atomics or coherent (launch checks the name; the "
+                     "plugin imports nothing of the simulator before a test uses it)")
     g.addoption("--npu-compile", action="store_true", default=False,
                 help="also compile every kernel launched on the simulator with the real NPU compilers "
                      "(triton-ascend's triton-adapter-opt, AscendNPU-IR's bishengir-compile; cached on disk); a "
@@ -266,6 +272,9 @@ def _apply_options(config) -> None:
         launcher.DEFAULTS["seed"] = config.getoption("--sim-seed")
     if config.getoption("--sim-race-check"):
         launcher.DEFAULTS["race_check"] = True
+    if config.getoption("--sim-memory-model") is not None:
+        launcher.DEFAULTS["memory_model"] = config.getoption("--sim-memory-model")
+    config._triton_dist_saved_hint = dict(launcher.FAILURE_HINT)
 
 
 def pytest_report_header(config):
@@ -287,6 +296,8 @@ def pytest_unconfigure(config):
         from triton_dist import launcher
         launcher.DEFAULTS.clear()
         launcher.DEFAULTS.update(saved)
+        launcher.FAILURE_HINT.clear()
+        launcher.FAILURE_HINT.update(config._triton_dist_saved_hint)
 
 
 def _uses_our_backend_fixture(item_or_metafunc) -> bool:
@@ -352,6 +363,13 @@ def backend(request):
 
 def pytest_runtest_setup(item):
     _apply_options(item.config)
+    if _loaded():           # what a failure under the free schedule suggests: this test's commands
+        from triton_dist import launcher
+        node = shlex.quote(item.nodeid)
+        launcher.FAILURE_HINT["free"] = (
+            f"this run used the free schedule, which does not replay: reproduce it under a deterministic "
+            f"schedule with `pytest {node} --sim-schedule explore --sim-seeds 50{_model_option(item)}` and check "
+            f"it for races with `pytest {node} --sim-race-check{_model_option(item)}`")
     for mark in item.iter_markers("backend"):
         why = _activate()
         if why:
@@ -457,7 +475,19 @@ def replay_line(item) -> str:
         parts += ["--sim-seed", str(seed)]
     if item.config.getoption("--sim-race-check"):
         parts.append("--sim-race-check")
-    return " ".join(parts)
+    return _env() + " ".join(parts) + _model_option(item)
+
+
+def _model_option(item) -> str:
+    """The session's --sim-memory-model, as an option of a command line ('' if not set)."""
+    model = item.config.getoption("--sim-memory-model")
+    return f" --sim-memory-model {model}" if model else ""
+
+
+def _env() -> str:
+    """The environment variables that change what a launch does, as a shell prefix."""
+    from triton_dist import launcher
+    return launcher.execution_env()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -469,7 +499,8 @@ def pytest_runtest_makereport(item, call):
         if launcher.LAST_LAUNCH:
             line = replay_line(item)
             note = "" if launcher.LAST_LAUNCH.get("schedule") != "free" else \
-                "  (the free schedule is not reproducible: add --sim-schedule pct --sim-seeds 50 to search)"
+                ("  (the free schedule is not reproducible: add --sim-schedule explore --sim-seeds 50 to search, "
+                 "--sim-race-check to check it for races)")
             rep.sections.append(("triton_dist replay", line + note))
 
 
