@@ -173,11 +173,15 @@ def _unowned_load(rt, ptrs, mask, other, np_dtype, base):
     if mask is None:
         mask = _all(ptrs)
     sel, _ = _active(ptrs, mask)
-    if sel.size:
-        itemsize = _itemsize(np_dtype)
-        lo, hi = int(sel.min()), int(sel.max()) + itemsize
-        _check(rt, base, sel, lo, hi, itemsize, lambda: f"load of {np.dtype(np_dtype).name}")
-    return _cpu.load(ptrs, mask, other, np_dtype)
+    if not sel.size:
+        return _cpu.load(ptrs, mask, other, np_dtype)
+    itemsize = _itemsize(np_dtype)
+    lo, hi = int(sel.min()), int(sel.max()) + itemsize
+    _check(rt, base, sel, lo, hi, itemsize, lambda: f"load of {np.dtype(np_dtype).name}")
+    rt.sched.point("load", int(sel[0]))     # still a scheduling point: the other core's poll loop runs here too
+    out = _cpu.load(ptrs, mask, other, np_dtype)
+    rt.spin_watch(("unowned", lo, hi), out, LOAD_SPIN, lo)
+    return out
 
 
 def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool, base=None) -> np.ndarray:

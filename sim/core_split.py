@@ -188,6 +188,31 @@ def _classify(tree, off):
     return frozenset(loads), frozenset(stores)
 
 
+# ---- the device library (sim/primitives.py) ---------------------------------------------------
+
+# queries with no effect: every instance answers them (the values may steer control flow)
+PURE_LIBRARY = frozenset({"aclshmem_my_pe", "aclshmem_n_pes", "aclshmem_team_my_pe", "aclshmem_team_n_pes",
+                          "aclshmem_team_translate_pe", "aclshmem_ptr"})
+UNOWNED_RESULT = {"aclshmem_wait": 0, "aclshmem_signal_wait_until": 0}
+
+
+def library_owned(c, family: str) -> bool:
+    """The device library runs on the vector cores (its barrier shares the PEs among the vector
+    cores: docs/device_model.md); the cube instance answers only its queries."""
+    return family in PURE_LIBRARY or c.split.core_type == VECTOR
+
+
+def library_cores(c):
+    """(this core's index among the launch's library cores, their count, the core barrier's group):
+    outside split blocks every instance; in split blocks the vector instances only."""
+    s = c.split
+    if s is None:
+        return c.core, c.ncores, "all"
+    nvec = s.block.nvec
+    nblocks = c.grid_dim[0] * c.grid_dim[1] * c.grid_dim[2]
+    return (c.core // (1 + nvec)) * nvec + s.vec, nblocks * nvec, "library"
+
+
 # ---- scope ---------------------------------------------------------------------------------------
 
 def enter_scope(core_mode: str) -> None:

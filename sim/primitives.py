@@ -18,7 +18,7 @@ from triton_dist.backend import Ptr  # noqa: F401 - the pointer type of every pr
 from triton_dist.backend import current_call
 from triton_dist.errors import TritonDistError
 
-from . import access, context, dma, teams
+from . import access, context, core_split, dma, teams
 from . import board as B
 
 PRIMITIVES: dict = {}
@@ -42,6 +42,10 @@ def call(family: str, *args):
         raise TritonDistError(
             f"{context.kernel_line(3)}: the simulator has no implementation of aclshmem symbol "
             f"family {family!r}; known: {', '.join(sorted(PRIMITIVES))}")
+    c = context.core()
+    if c is not None and c.split is not None and not core_split.library_owned(c, family):
+        # the cube instance of a split block (sim/core_split.py): the vector cores run the library
+        return args[0] if family == "aclshmem_consume_token" else core_split.UNOWNED_RESULT.get(family)
     return fn(context.runtime(), *args)
 
 
@@ -380,12 +384,13 @@ def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
     # 1. count = load(sync_counter) + 1
     _dcci(rt, counter)
     count = _load(rt, counter, np.int32) + 1
-    # 2. barrier of the local cores
-    rt.core_barrier(c)
+    # 2. barrier of the local cores (the vector ones: in split blocks not the cube instances)
+    core, ncores, group = core_split.library_cores(c)
+    rt.core_barrier(c, group, ncores)
     # 3. vector cores share the PEs
-    k = min(8, t.size, c.ncores)
-    if c.core < k:
-        for i in range(c.core, t.size, k):
+    k = min(8, t.size, ncores)
+    if core < k:
+        for i in range(core, t.size, k):
             pe = t.pe(i)
             flag = heaps.bases[pe] + flag_off
             if pe == rt.rank:
@@ -399,9 +404,9 @@ def _barrier(rt, what, team=S.ACLSHMEM_TEAM_WORLD):
                 if rt.observers is not None:
                     rt.observers.observed([flag], [v], 4)
     # 4. store(sync_counter, count); barrier of the local cores
-    if c.core == 0:
+    if core == 0:
         _set_remote(rt, counter, count, np.int32)
-    rt.core_barrier(c)
+    rt.core_barrier(c, group, ncores)
 
 
 @primitive("aclshmem_barrier_all")

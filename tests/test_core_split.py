@@ -10,6 +10,8 @@ at the top of the next iteration) before it overwrites the workspace.  The oracl
 Its twins: a cube that never sets (a deadlock naming the flag), a set nobody waits for (the
 unpaired report), a cube that does not wait before overwriting (the race detector).
 """
+import inspect
+
 import pytest
 import torch
 import triton
@@ -17,6 +19,8 @@ import triton.language as tl
 from triton.language.extra.cann import extension as al
 
 import triton_dist
+import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device as shm
 
 M, D, ITERS, BLOCKS = 8, 16, 3, 2
 
@@ -47,6 +51,12 @@ def cv_pipeline(q_ptr, k_ptr, ws_ptr, out_ptr, ITERS: tl.constexpr, M: tl.conste
     if LAST_WAIT:
         al.sync_block_wait("vector", "cube", 1)
     tl.store(out_ptr + pid * M * M + rm[:, None] * M + rm[None, :], acc)
+
+
+def _line(text):
+    """The line of cv_pipeline's source holding `text` (the reports name kernel lines)."""
+    lines, first = inspect.getsourcelines(cv_pipeline.fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def _inputs():
@@ -90,7 +100,8 @@ def test_a_cube_that_never_sets_is_a_deadlock_naming_the_flag():
     with pytest.raises(triton_dist.DeadlockError) as e:
         triton_dist.launch(_pipeline, True, False, world_size=1, timeout=60)
     msg = str(e.value)
-    assert "sync_block_wait('cube', 'vector', 0) at test_core_split.py:42" in msg, msg
+    line = _line('al.sync_block_wait("cube", "vector", 0)')
+    assert f"sync_block_wait('cube', 'vector', 0) at test_core_split.py:{line}" in msg, msg
     assert "flag cube->vector 0, vector core 0 of block (0, 0, 0) awaits 1, sees 0" in msg, msg
 
 
@@ -100,7 +111,8 @@ def test_a_set_nobody_waits_for_is_reported_at_kernel_end():
     msg = str(e.value)
     assert "unpaired sync_block_set at the end of the kernel: rank 0 core " in msg, msg
     assert "its cube core) ends with flags set and never waited for" in msg, msg
-    assert ("sync_block_set('vector', 'cube', event_id=1) at test_core_split.py:46 (cv_pipeline): set 1 time more "
+    line = _line('al.sync_block_set("vector", "cube", 1)')
+    assert (f"sync_block_set('vector', 'cube', event_id=1) at test_core_split.py:{line} (cv_pipeline): set 1 time more "
             "than sync_block_wait('vector', 'cube', 1) waited (on the block's cube core)") in msg, msg
     assert "Fix: add the matching sync_block_wait('vector', 'cube', 1) on the cube side of this block" in msg, msg
 
@@ -109,7 +121,8 @@ def test_a_cube_that_overwrites_before_the_vector_read_races():
     res = triton_dist.launch(_pipeline, False, True, False, world_size=1, timeout=60, race_check="report")
     races = [str(r) for r in res.races]
     assert races, "the missing wait went unnoticed"
-    assert any("test_core_split.py:39" in r and "test_core_split.py:43" in r for r in races), races
+    store, load = f"test_core_split.py:{_line('tl.store(ws, s)')}", f"test_core_split.py:{_line('x = tl.load(ws)')}"
+    assert any(store in r and load in r for r in races), races
 
 
 @triton.jit
@@ -158,3 +171,44 @@ def test_scoped_pipeline_with_two_vector_cores_gives_the_torch_result():
         for seed in range(2):
             res = triton_dist.launch(_scoped, world_size=1, schedule=schedule, seed=seed, timeout=60)
             assert res.values == [True], (schedule, seed)
+
+
+@triton.jit
+def cv_distributed(a_ptr, b_ptr, ws_ptr, out_ptr, sig_ptr, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr):
+    # the cube's dot goes through the workspace to the vector core, which sends twice it to the
+    # next rank and signals it there: the device library runs on the vector core only (a cube
+    # instance adding to the signal too would leave 2 there and the wait for 1 would never end)
+    rm = tl.arange(0, M)
+    rk = tl.arange(0, K)
+    rn = tl.arange(0, N)
+    tile = rm[:, None] * N + rn[None, :]
+    c = tl.dot(tl.load(a_ptr + rm[:, None] * K + rk[None, :]), tl.load(b_ptr + rk[:, None] * N + rn[None, :]))
+    tl.store(ws_ptr + tile, c)
+    al.sync_block_set("cube", "vector", 0)
+    al.sync_block_wait("cube", "vector", 0)
+    x = tl.load(ws_ptr + tile)
+    peer = (dl.rank() + 1) % dl.num_ranks()
+    tl.store(dl.symm_at(out_ptr, peer) + tile, x * 2)
+    shm.fence()
+    dl.notify(sig_ptr, peer, signal=1, sig_op="add")
+    dl.wait(sig_ptr, 1, "sys", "acquire", waitValue=1)
+    shm.barrier_all()
+
+
+def _distributed():
+    K, N = 16, 8
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(M, K, generator=g), torch.randn(K, N, generator=g)
+    ws = triton_dist.symm_tensor((M * N,), torch.float32)
+    out = triton_dist.symm_tensor((M * N,), torch.float32)
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    triton_dist.barrier()               # every rank's tensors exist before a peer writes them
+    cv_distributed[(1,)](a, b, ws, out, sig, M=M, K=K, N=N)
+    return torch.allclose(out.view(M, N), 2 * (a @ b), atol=1e-4), int(sig[0])
+
+
+def test_the_device_library_runs_on_the_vector_core_of_a_split_block():
+    assert triton_dist.launch(_distributed, world_size=2, timeout=60, race_check=True).values == [(True, 1)] * 2
+    for seed in range(2):
+        res = triton_dist.launch(_distributed, world_size=2, schedule="pct", seed=seed, timeout=60)
+        assert res.values == [(True, 1)] * 2, seed
