@@ -10,7 +10,9 @@ first under every schedule and must survive every seed (a kill there would be a 
 alarm of the simulator, and the benchmark stops).
 
     python benchmarks/mutants/run.py [--schedules pct,random,explore,free] [--seeds 20]
-                                     [--mutants 04,31] [--timeout 60] [--json out.json]
+                                     [--mutants 04,31] [--timeout 60] [--json out.json] [-j 2]
+
+-j N runs N workers (one mutant each) at a time; the CPU figures do not depend on it.
 
 CPU time is the rusage of the worker process (one per mutant) and of its ranks (children
 are counted once reaped) while it runs one schedule's seeds, so the figures hold on a
@@ -21,6 +23,7 @@ it is either equivalent (no execution tells it apart) or a gap of every explorer
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import resource
@@ -213,6 +216,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per launch")
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--skip-baseline", action="store_true", help="do not run the unmutated library first")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="workers run at a time (one mutant each)")
     a = ap.parse_args(argv)
     schedules = [s for s in a.schedules.split(",") if s]
     for s in schedules:
@@ -220,24 +224,32 @@ def main(argv=None):
             ap.error(f"unknown schedule {s!r}; choose from {', '.join(SCHEDULES)}")
     todo = mutants(set(a.mutants.split(",")) - {""})
     print(f"# {len(todo)} mutants x {', '.join(schedules)}, up to {a.seeds} seeds each; "
-          f"{time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+          f"{time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs, "
+          f"{a.jobs} worker(s) at a time", flush=True)
     results = {"schedules": schedules, "seeds": a.seeds, "baseline": {}, "mutants": []}
-    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
-        if not a.skip_baseline:
-            path = _patched_copy(None, os.path.join(tmp, "original"))
-            for op in sorted({m[2] for m in todo}):
-                got = _run_worker(path, op, schedules, a.seeds, a.timeout)
-                for s in schedules:
-                    r = got[s]
-                    results["baseline"][f"{op}/{s}"] = r
-                    if r["killed_at"] is not None:
-                        raise SystemExit(f"the unmutated library fails {op} under {s} seed {r['killed_at']}: "
-                                         f"{r['why']} (a false alarm: fix the simulator or the workload first)")
-                    print(f"baseline {op:20s} {s:8s} survives {r['seeds']} seeds  cpu {r['cpu']:6.1f} s", flush=True)
-        for mid, name, op, what, patch in todo:
-            path = _patched_copy(patch, os.path.join(tmp, mid))
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        # the unmutated library is submitted first (the pool runs in submission order), the
+        # mutants fill the other workers meanwhile and are dropped if the library fails
+        ops = [] if a.skip_baseline else sorted({m[2] for m in todo})
+        original = _patched_copy(None, os.path.join(tmp, "original"))
+        base_runs = [pool.submit(_run_worker, original, op, schedules, a.seeds, a.timeout) for op in ops]
+        runs = [pool.submit(_run_worker, _patched_copy(patch, os.path.join(tmp, mid)), op, schedules,
+                            a.seeds, a.timeout) for mid, name, op, what, patch in todo]
+        for op, run in zip(ops, base_runs):
+            got = run.result()
+            for s in schedules:
+                r = got[s]
+                results["baseline"][f"{op}/{s}"] = r
+                if r["killed_at"] is not None:
+                    for later in runs:
+                        later.cancel()
+                    raise SystemExit(f"the unmutated library fails {op} under {s} seed {r['killed_at']}: "
+                                     f"{r['why']} (a false alarm: fix the simulator or the workload first)")
+                print(f"baseline {op:20s} {s:8s} survives {r['seeds']} seeds  cpu {r['cpu']:6.1f} s", flush=True)
+        for (mid, name, op, what, patch), run in zip(todo, runs):
             row = {"id": mid, "name": name, "op": op, "what": what, "by": {}}
-            got = _run_worker(path, op, schedules, a.seeds, a.timeout)
+            got = run.result()
             for s in schedules:
                 r = got[s]
                 row["by"][s] = r
@@ -245,6 +257,7 @@ def main(argv=None):
                 print(f"{mid} {name:34s} {s:8s} killed at seed {k:>3s}  cpu {r['cpu']:6.1f} s  {r['why'][:90]}",
                       flush=True)
             results["mutants"].append(row)
+    print(f"# done {time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f}", flush=True)
     print()
     print(table(results))
     if a.json:
