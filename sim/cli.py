@@ -1,6 +1,8 @@
 """`triton-dist run / explore / replay`: a script as N simulated ranks, like torchrun.
 
-    triton-dist run -n 4 script.py [args]              run once (any schedule)
+    triton-dist run -n 4 script.py [args]              run once (any schedule); triton-dist's
+                                                       options may follow the script, the script's
+                                                       own that share their names go after --
     triton-dist explore -n 4 script.py --seeds 200 [-- args]   many seeds; summary of outcomes
     triton-dist replay -n 4 script.py --schedule pct --seed 17 [--events 60] [--trace t.json] [-- args]
 
@@ -81,32 +83,65 @@ def _honour_options_after_script(p: argparse.ArgumentParser) -> None:
     """`run -n 2 script.py --race-check a --b`: --race-check is triton-dist's (it used to reach
     the script, which ignored it: exit 0 on a racy program), `a --b` the script's.  The
     options of triton-dist found after the script, before any `--`, are moved in front of
-    it and the command line parsed again; everything after `--` is the script's verbatim."""
+    it and the command line parsed again; everything after `--` is the script's verbatim.
+    Never silently the script's: an abbreviation of one of ours (`--time` for --timeout,
+    which argparse takes before the script) and an option given both before and after the
+    script are refused; -h/--help after the script is the script's own."""
     parse = p.parse_known_args
+    nproc = next(a for a in p._actions if a.dest == "nproc")
+    longs = sorted(o for o in p._option_string_actions if o.startswith("--"))
+
+    def ours_at(tok):
+        """(action, takes a separate value) if `tok` is one of triton-dist's options, else None."""
+        if tok.startswith("--"):
+            name = tok.split("=", 1)[0]
+            action = p._option_string_actions.get(name)
+            if action is None:
+                full = [o for o in longs if o.startswith(name) and p._option_string_actions[o].dest != "help"]
+                if full:
+                    p.error(f"{tok} after the script is an abbreviation of triton-dist's {' or '.join(full)}: "
+                            f"write it in full to mean triton-dist's, or put the script's own options "
+                            f"after -- (run -n N script.py -- {tok} ...)")
+                return None
+            return action, not (action.nargs == 0 or "=" in tok)
+        if len(tok) >= 2 and tok[0] == "-" and tok[1] != "-":
+            action = p._option_string_actions.get(tok[:2])
+            if action is not None:
+                return action, action.nargs != 0 and len(tok) == 2
+        return None
 
     def parse_known_args(args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
-        ns, extra = parse(args, namespace)
+        nproc.required = False         # -n may come after the script: required is checked below
+        try:
+            ns, extra = parse(args, namespace)
+        finally:
+            nproc.required = True
         rest = list(getattr(ns, "args", None) or [])
+        head = args[:len(args) - len(rest)]          # ends with the script
         ours, theirs, i = [], [], 0
         while i < len(rest):
             tok = rest[i]
             if tok == "--":
                 theirs += rest[i + 1:]
                 break
-            action = p._option_string_actions.get(tok.split("=", 1)[0]) if tok.startswith("--") else None
-            if action is None or action.dest in ("help", "nproc"):
+            found = ours_at(tok)
+            if found is None or found[0].dest == "help":
                 theirs.append(tok)
                 i += 1
                 continue
-            takes = 0 if action.nargs == 0 or "=" in tok else 1
+            action, takes = found
+            given = [t for t in head[:-1] for o in action.option_strings
+                     if t == o or t.startswith(o + "=") or (len(o) == 2 and t.startswith(o) and t != o)]
+            if given:
+                p.error(f"{'/'.join(action.option_strings)} is given both before and after the script "
+                        f"({given[0]} and {tok}): give it once (the script's own {tok} goes after --)")
             ours += rest[i:i + 1 + takes]
             i += 1 + takes
-        if not ours:
-            ns.args = theirs
-            return ns, extra
-        head = args[:len(args) - len(rest)]          # ends with the script
-        ns, extra = parse(head[:-1] + ours + head[-1:], namespace)
+        if ours:
+            ns, extra = parse(head[:-1] + ours + head[-1:], namespace)
+        if ns.nproc is None:
+            p.error("the following arguments are required: -n/--nproc")
         ns.args = theirs
         return ns, extra
     p.parse_known_args = parse_known_args

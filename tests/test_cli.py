@@ -165,3 +165,31 @@ def test_explore_with_race_check_stops_at_the_first_race(tmp_path, capsys):
     assert rc == 1, out
     assert "explored 1 seeds of schedule pct on 2 ranks" in out, out
     assert "stopped at seed 0, the first with a race" in out and "racy.py:" in out, out
+
+
+@pytest.mark.parametrize("after,words", [
+    (["--time", "5"], "--time after the script is an abbreviation of triton-dist's --timeout"),
+    (["--race"], "abbreviation of triton-dist's --race-check"),
+    (["--seed", "2"], "--seed is given both before and after the script"),
+    (["-n", "3"], "-n/--nproc is given both before and after the script"),
+])
+def test_run_refuses_options_after_the_script_it_cannot_tell_apart(after, words, tmp_path, capsys):
+    """What looks like one of triton-dist's options after the script is never handed to the
+    script unseen: an abbreviation (argparse takes `--time` for --timeout before the script)
+    or an option given twice is refused, saying where the script's own options go."""
+    p = tmp_path / "hello.py"
+    p.write_text(HELLO)
+    with pytest.raises(SystemExit) as ei:
+        main(["run", "-n", "2", "--seed", "1", str(p)] + after)
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err and "after --" in err and "Traceback" not in err, err
+
+
+def test_run_takes_nproc_after_the_script(tmp_path, capfd):
+    p = tmp_path / "hello.py"
+    p.write_text(HELLO)
+    assert main(["run", str(p), "-n", "3", "0"]) == 0
+    out = capfd.readouterr().out
+    assert sorted(ln for ln in out.splitlines() if ln.startswith("rank ")) == \
+        [f"rank {r} of 3 args ['0']" for r in range(3)], out
