@@ -18,7 +18,9 @@ CPU time is the rusage of the worker process (one per mutant) and of its ranks (
 are counted once reaped) while it runs one schedule's seeds, so the figures hold on a
 loaded machine (the worker's start, imports and one warm-up launch are not counted); the
 table also gives the first killing seed per mutant.  A mutant no schedule kills is listed as surviving:
-it is either equivalent (no execution tells it apart) or a gap of every explorer.
+it is either equivalent (no execution tells it apart) or a gap of every explorer.  A patch whose
+header has an `equivalent: why` line is one shown equivalent by argument; the table counts kills
+out of the others and names it apart.
 """
 from __future__ import annotations
 
@@ -195,6 +197,17 @@ def mutants(selected=None):
     return out
 
 
+def equivalent(patch) -> str:
+    """The reason given in the patch's header why the mutant is equivalent, or ''."""
+    with open(patch) as fh:
+        for ln in fh:
+            if ln.startswith("--- "):
+                return ""
+            if ln.startswith("equivalent: "):
+                return ln.split(": ", 1)[1].strip()
+    return ""
+
+
 def _patched_copy(patch, into):
     """A copy of triton_dist/kernels with `patch` applied (None: the original)."""
     dst = os.path.join(into, "triton_dist", "kernels")
@@ -248,7 +261,7 @@ def main(argv=None):
                                      f"{r['why']} (a false alarm: fix the simulator or the workload first)")
                 print(f"baseline {op:20s} {s:8s} survives {r['seeds']} seeds  cpu {r['cpu']:6.1f} s", flush=True)
         for (mid, name, op, what, patch), run in zip(todo, runs):
-            row = {"id": mid, "name": name, "op": op, "what": what, "by": {}}
+            row = {"id": mid, "name": name, "op": op, "what": what, "equivalent": equivalent(patch), "by": {}}
             got = run.result()
             for s in schedules:
                 r = got[s]
@@ -265,25 +278,44 @@ def main(argv=None):
             json.dump(results, fh, indent=1)
 
 
+def from_json(path) -> str:
+    """The table of a run written with --json (the equivalence notes as the patches say now)."""
+    with open(path) as fh:
+        results = json.load(fh)
+    notes = {m[0]: equivalent(m[4]) for m in mutants()}
+    for r in results["mutants"]:
+        r["equivalent"] = notes.get(r["id"], "")
+    return table(results)
+
+
 def table(results) -> str:
-    """The summary: per schedule, mutants killed, CPU minutes, kills per CPU-minute."""
+    """The summary: per schedule, mutants killed (of the non-equivalent ones), CPU minutes
+    (every mutant's seeds, equivalent ones included), kills per CPU-minute."""
     rows = results["mutants"]
-    lines = [f"| schedule | killed (of {len(rows)}) | killed within {results['seeds']} seeds, mean first seed | "
+    live = [r for r in rows if not r.get("equivalent")]
+    lines = [f"| schedule | killed (of {len(live)} non-equivalent) | mean / last first killing seed | "
              f"CPU minutes | kills per CPU-minute |", "| --- | --- | --- | --- | --- |"]
     for s in results["schedules"]:
-        k = [r["by"][s] for r in rows if r["by"][s]["killed_at"] is not None]
+        k = [r["by"][s]["killed_at"] for r in live if r["by"][s]["killed_at"] is not None]
         cpu = sum(r["by"][s]["cpu"] for r in rows) / 60
-        mean = sum(x["killed_at"] for x in k) / len(k) if k else float("nan")
-        lines.append(f"| {s} | {len(k)} | {mean:.1f} | {cpu:.1f} | {len(k) / cpu if cpu else 0:.2f} |")
-    surv = {s: [r["id"] for r in rows if r["by"][s]["killed_at"] is None] for s in results["schedules"]}
+        mean = f"{sum(k) / len(k):.2f} / {max(k)}" if k else "-"
+        lines.append(f"| {s} | {len(k)} | {mean} | {cpu:.1f} | {len(k) / cpu if cpu else 0:.1f} |")
     lines.append("")
-    for s, ids in surv.items():
-        lines.append(f"survivors of {s}: {', '.join(ids) or 'none'}")
+    for s in results["schedules"]:
+        ids = [r["id"] for r in live if r["by"][s]["killed_at"] is None]
+        lines.append(f"survivors of {s} within {results['seeds']} seeds: {', '.join(ids) or 'none'}")
+    for r in rows:
+        if r.get("equivalent"):
+            killed = [s for s in results["schedules"] if r["by"][s]["killed_at"] is not None]
+            lines.append(f"equivalent: {r['id']} {r['name']}"
+                         + (f" (killed by {', '.join(killed)}: the argument is wrong)" if killed else ""))
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+    if len(sys.argv) > 2 and sys.argv[1] == "--table":       # the table of an earlier --json run
+        print(from_json(sys.argv[2]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker(sys.argv[2], sys.argv[3], sys.argv[4].split(","), int(sys.argv[5]), float(sys.argv[6]))
     else:
         main()
