@@ -238,6 +238,13 @@ def _where(c) -> str:
     return f"rank {rt.rank} block {tuple(c.grid_idx)} {c.split.name()}"
 
 
+def _counters(s, sender, receiver, event) -> list:
+    """The counters (receiving core, sender, receiver, event, vector instance) a set of instance s
+    adds to, or a wait of s takes from: the cube's reach every vector instance, a vector's its own."""
+    vecs = range(s.block.nvec) if s.core_type == CUBE else (s.vec,)
+    return [(receiver, sender, receiver, event, v) for v in vecs]
+
+
 def block_set(c, sender, receiver, event, where) -> None:
     """sync_block_set on instance c (a no-op unless c is the sender's core)."""
     s = c.split
@@ -251,8 +258,7 @@ def block_set(c, sender, receiver, event, where) -> None:
         dma.drain()
         if rt.observers is not None:
             rt.observers.stores_landed()
-    keys = [(VECTOR, sender, receiver, event, v) for v in range(b.nvec)] if receiver == VECTOR \
-        else [(CUBE, sender, receiver, event, s.vec)]
+    keys = _counters(s, sender, receiver, event)
     with b.lock:
         for k in keys:
             if b.count.get(k, 0) >= MAX_PENDING:
@@ -280,9 +286,7 @@ def block_wait(c, sender, receiver, event, where) -> None:
         return
     b = s.block
     rt = context.runtime()
-    keys = [(VECTOR, sender, receiver, event, s.vec)] if receiver == VECTOR \
-        else [(CUBE, sender, receiver, event, v) for v in range(b.nvec)]
-
+    keys = _counters(s, sender, receiver, event)
     taken = []
 
     def read():

@@ -96,9 +96,10 @@ def test_pipeline_gives_the_torch_result_under_seeds(schedule):
         assert res.values == [True], (schedule, seed)
 
 
-def test_a_cube_that_never_sets_is_a_deadlock_naming_the_flag():
+@pytest.mark.parametrize("schedule", ["free", "pct"])
+def test_a_cube_that_never_sets_is_a_deadlock_naming_the_flag(schedule):
     with pytest.raises(triton_dist.DeadlockError) as e:
-        triton_dist.launch(_pipeline, True, False, world_size=1, timeout=60)
+        triton_dist.launch(_pipeline, True, False, world_size=1, timeout=60, schedule=schedule, seed=0)
     msg = str(e.value)
     line = _line('al.sync_block_wait("cube", "vector", 0)')
     assert f"sync_block_wait('cube', 'vector', 0) at test_core_split.py:{line}" in msg, msg
@@ -212,3 +213,27 @@ def test_the_device_library_runs_on_the_vector_core_of_a_split_block():
     for seed in range(2):
         res = triton_dist.launch(_distributed, world_size=2, schedule="pct", seed=seed, timeout=60)
         assert res.values == [(True, 1)] * 2, seed
+
+
+@triton.jit
+def kind_barriers(ws_ptr, out_ptr):
+    # each block's cube writes its id, the cubes meet (all_cube), the vectors meet (all_vector)
+    # and every core meets (all); then each vector reads the other block's value
+    pid = tl.program_id(0)
+    one = tl.arange(0, 1)
+    with al.scope(core_mode="cube"):
+        tl.store(ws_ptr + pid + one, tl.full((1,), 1, tl.int32) + pid)
+        al.sync_block_set("cube", "vector", 0)
+        al.sync_block_all("all_cube", 0)
+    al.sync_block_wait("cube", "vector", 0)
+    al.sync_block_all("all_vector", 0)
+    al.sync_block_all("all", 0)
+    tl.store(out_ptr + pid + one, tl.load(ws_ptr + (1 - pid) + one))
+
+
+def test_sync_block_all_modes_are_barriers_of_their_cores():
+    def body():
+        ws, out = triton_dist.symm_tensor((2,), torch.int32), torch.zeros(2, dtype=torch.int32)
+        kind_barriers[(2,)](ws, out)
+        return out.tolist()
+    assert triton_dist.launch(body, world_size=1, timeout=60, race_check=True).values == [[2, 1]]
