@@ -67,11 +67,11 @@ class Access:
     __slots__ = ("kind", "route", "origin", "scalar", "lo", "hi", "addrs", "itemsize", "dtype", "data", "mask",
                  "core", "site", "sync", "read", "ptrs", "rt")
 
-    def __init__(self, rt, kind, route, origin, scalar, lo, hi, addrs, dtype, data, mask, site):
+    def __init__(self, rt, kind, route, origin, scalar, lo, hi, addrs, dtype, data, mask, site, core=context.HERE):
         self.rt, self.kind, self.route, self.origin, self.scalar = rt, kind, route, origin, scalar
         self.lo, self.hi, self.addrs, self.dtype, self.itemsize = lo, hi, addrs, dtype, dtype.itemsize
         self.data, self.mask, self.site = data, mask, site
-        self.core = context.core()
+        self.core = context.core() if core is context.HERE else core
         self.sync = False
         self.read = None
         self.ptrs = None
@@ -161,9 +161,10 @@ def _check(rt, base, sel, lo, hi, itemsize, what):
 
 # ---- tl.load / tl.store / tl.atomic_* (sim/interp.py) -------------------------------------
 
-def _owned(kind) -> bool:
+def _owned(kind, c=context.HERE) -> bool:
     """False on the instance of a split block (sim/core_split.py) whose core does not own this access."""
-    c = context.core()
+    if c is context.HERE:
+        c = context.core()
     return c is None or c.split is None or core_split.owns(c, kind)
 
 
@@ -186,10 +187,11 @@ def _unowned_load(rt, ptrs, mask, other, np_dtype, base):
 
 def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool, base=None) -> np.ndarray:
     rt = context.runtime()
-    if not _owned(core_split.LOAD):
+    c = context.core()          # looked up once: the calling thread's core stays the same throughout
+    if not _owned(core_split.LOAD, c):
         return _unowned_load(rt, ptrs, mask, other, np_dtype, base)
     if scalar and rt.memory.caches:
-        return _scalar_load(rt, ptrs, mask, other, np_dtype, base)
+        return _scalar_load(rt, c, ptrs, mask, other, np_dtype, base)
     itemsize = _itemsize(np_dtype)
     sel, m = _active(ptrs, mask)
     if not sel.size:
@@ -198,8 +200,7 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     lo, hi = int(sel.min()), int(sel.max()) + itemsize
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"load of {np.dtype(np_dtype).name}")
     rt.sched.point("load" if not scalar else "scalar load", int(sel[0]))
-    dma.depend(lo, hi)
-    c = context.core()
+    dma.depend(lo, hi, c)
     if c is not None and c.hazards:      # another core's store still in flight over these bytes?
         stale.check(rt, c, lo, hi, "tl.load", _site())
     if rt.heaps.poisoned:                # symmetric memory nothing wrote yet? (sim/initcheck.py)
@@ -208,23 +209,22 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
     rt.sched.saw(out, m)            # the event log shows what it read (deterministic schedules)
     obs = rt.access_observers
     if obs is not None:
-        obs.access(Access(rt, LOAD, MEMORY, KERNEL, scalar, lo, hi, sel, np.dtype(np_dtype), out, m, _site()))
+        obs.access(Access(rt, LOAD, MEMORY, KERNEL, scalar, lo, hi, sel, np.dtype(np_dtype), out, m, _site(), c))
     # a poll (sim/spin.py): spinning only if the core's whole state repeats
-    rt.spin_watch(("load", lo, hi), out, LOAD_SPIN, lo)
+    rt.spin_watch(("load", lo, hi), out, LOAD_SPIN, lo, c)
     return out
 
 
-def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
+def _scalar_load(rt, c, ptrs, mask, other, np_dtype, base):
     """A scalar tl.load: through the core's data cache (sim/cache.py)."""
-    if not mask.ravel()[0]:
+    if not mask.item(0):
         return other
-    addr = int(ptrs.ravel()[0])
+    addr = ptrs.item(0)
     itemsize = _itemsize(np_dtype)
     hi = addr + itemsize
     _check(rt, base, None, addr, hi, itemsize, lambda: f"scalar load of {np.dtype(np_dtype).name}")
     rt.sched.point("scalar load", addr)
-    dma.depend(addr, hi)
-    c = context.core()
+    dma.depend(addr, hi, c)
     if c is not None and c.hazards:
         stale.check(rt, c, addr, hi, "scalar tl.load", _site())
     if rt.heaps.poisoned:
@@ -234,77 +234,74 @@ def _scalar_load(rt, ptrs, mask, other, np_dtype, base):
     res = np.full(ptrs.shape, out, dtype=np_dtype)
     obs = rt.access_observers
     if obs is not None:
-        route = CACHE if context.core() is not None else MEMORY
+        route = CACHE if c is not None else MEMORY
         obs.access(Access(rt, LOAD, route, KERNEL, True, addr, hi, ptrs.ravel()[:1], np.dtype(np_dtype), res, None,
-                          _site()))
-    rt.spin_watch(("cached", addr), out, PLAIN_SPIN, addr)
+                          _site(), c))
+    rt.spin_watch(("cached", addr), out, PLAIN_SPIN, addr, c)
     return res
 
 
 def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, base=None) -> None:
     rt = context.runtime()
-    if not _owned(core_split.STORE):     # the other core's store (sim/core_split.py)
+    c = context.core()
+    if not _owned(core_split.STORE, c):     # the other core's store (sim/core_split.py)
         return
     if scalar and rt.memory.caches:
-        return _scalar_store(rt, ptrs, value, mask, base)
+        return _scalar_store(rt, c, ptrs, value, mask, base)
     itemsize = value.dtype.itemsize
     sel, m = _active(ptrs, mask)
     if not sel.size:                # every lane masked: nothing lands, but it counts as progress
         rt.sched.point("store" if not scalar else "scalar store", 0)
         rt.sched.wrote()
-        rt.spin_reset()
+        rt.spin_reset(c)
         return
     lo, hi = int(sel.min()), int(sel.max()) + itemsize
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"store of {value.dtype.name}")
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]))
-    dma.depend(lo, hi)
+    dma.depend(lo, hi, c)
     obs = rt.access_observers
-    c = context.core()
     if c is not None and rt.memory.caches:
         # an MTE3 DMA: in flight until it lands (sim/dma.py); its own copy of the operands
         # (its site even with nobody taking accesses: a landing or a signal it is in flight at names it)
         a = Access(rt, STORE, DMA, KERNEL, scalar, lo, hi, sel, value.dtype, np.array(value),
-                   None if m is None else np.array(m), _site())
+                   None if m is None else np.array(m), _site(), c)
         a.ptrs = np.array(ptrs)
         dma.issue(c, lo, hi, a.land, a.site)
     else:
         _cpu.store(ptrs, value, mask)
         rt.sched.wrote()
         if obs is not None:
-            a = Access(rt, STORE, MEMORY, KERNEL, scalar, lo, hi, sel, value.dtype, value, m, _site())
+            a = Access(rt, STORE, MEMORY, KERNEL, scalar, lo, hi, sel, value.dtype, value, m, _site(), c)
     if obs is not None:
         obs.access(a)
-    rt.spin_reset()
+    rt.spin_reset(c)
 
 
-def _scalar_store(rt, ptrs, value, mask, base):
+def _scalar_store(rt, c, ptrs, value, mask, base):
     """A scalar tl.store: a 1-element DMA in flight (triton-ascend's lowering), or through the
     data cache under ascend-scalar-cache (sim/cache.py)."""
-    if not mask.ravel()[0]:
+    if not mask.item(0):
         return
-    addr = int(ptrs.ravel()[0])
-    itemsize = value.dtype.itemsize
-    hi = addr + itemsize
-    _check(rt, base, None, addr, hi, itemsize, lambda: f"scalar store of {value.dtype.name}")
-    v = value.ravel()[0].copy()
+    addr = ptrs.item(0)
+    dtype = value.dtype
+    hi = addr + dtype.itemsize
+    _check(rt, base, None, addr, hi, dtype.itemsize, lambda: f"scalar store of {dtype.name}")
+    v = value.ravel()[0]                         # a numpy scalar: its own copy of the value
     rt.sched.point("scalar store", addr, _int(v))
-    dma.depend(addr, hi)
-    c = context.core()
+    dma.depend(addr, hi, c)
     obs = rt.access_observers
-    site = _site() if obs is not None else None
     if rt.memory.cached_kernel_stores or c is None:
         rt.memory.scalar_store(addr, v)          # ascend-scalar-cache: through the data cache
         a = None if obs is None else \
             Access(rt, STORE, CACHE if c is not None else MEMORY, KERNEL, True, addr, hi, ptrs.ravel()[:1],
-                   value.dtype, np.asarray(v), None, site)
+                   dtype, np.asarray(v), None, _site(), c)
     else:   # triton-ascend: a 1-element tensor store = an MTE3 DMA, in flight (sim/dma.py)
-        if site is None:
-            site = _site()
-        a = Access(rt, STORE, DMA, KERNEL, True, addr, hi, ptrs.ravel()[:1], value.dtype, np.asarray(v), None, site)
+        site = _site()
+        a = Access(rt, STORE, DMA, KERNEL, True, addr, hi, ptrs.ravel()[:1], dtype, np.asarray(v), None, site, c)
         dma.issue(c, addr, hi, a.land, site)
     if obs is not None:
         obs.access(a)
-    rt.spin_reset()
+    rt.spin_reset(c)
 
 
 def atomic_rmw(op, ptrs, val, mask, sem, base=None):

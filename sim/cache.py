@@ -115,15 +115,16 @@ class AscendMemory(CoherentMemory):
         return np.frombuffer(entry[0], dtype=np_dtype, count=1, offset=off)[0]
 
     def scalar_store(self, addr, value):
-        if context.core() is None:
+        c = context.core()
+        if c is None:
             return super().scalar_store(addr, value)
         if self.cached_kernel_stores:
             return self.library_store(addr, value)
         # a 1-element DMA: exactly the element's bytes reach memory; the storing core's own
         # copy of the line(s) (if cached) sees them, no other core's cache does
-        raw = np.asarray(value).tobytes()
+        raw = value.tobytes()              # a numpy scalar or array: the element's bytes
         ctypes.memmove(addr, raw, len(raw))
-        cache = context.core().cache
+        cache = c.cache
         if cache:
             end = addr + len(raw)
             base = addr & _MASK

@@ -33,6 +33,11 @@ def set_runtime(rt) -> None:
     _runtime = rt
 
 
+# a default argument meaning "the calling thread's core, look it up": the access path looks
+# its core up once and hands it to the functions it calls (None is the host)
+HERE = object()
+
+
 def core():
     """The CoreContext of the calling thread, or None on the host."""
     return getattr(_local, "core", None)

@@ -73,18 +73,24 @@ def in_flight(c) -> list:
 def _complete(c, upto: int) -> None:
     """Complete, in issue order, the DMA stores among c.pending[:upto + 1]; other entries
     (non-blocking puts and gets) stay for quiet."""
-    done = [e for e in c.pending[:upto + 1] if isinstance(e, DmaStore)]
+    head = c.pending[:upto + 1]
+    done = [e for e in head if isinstance(e, DmaStore)]
     if not done:
         return
-    c.pending[:upto + 1] = [e for e in c.pending[:upto + 1] if not isinstance(e, DmaStore)]
+    if len(done) == len(head):
+        del c.pending[:upto + 1]
+    else:
+        c.pending[:upto + 1] = [e for e in head if not isinstance(e, DmaStore)]
     for e in done:
         e.perform()
 
 
-def depend(lo: int, hi: int) -> None:
-    """The calling core is about to access [lo, hi): a DMA store of its own to overlapping
-    bytes completes first (the compiler orders two accesses of one buffer)."""
-    c = context.core()
+def depend(lo: int, hi: int, c=context.HERE) -> None:
+    """The calling core (c: its CoreContext, None on the host) is about to access [lo, hi): a
+    DMA store of its own to overlapping bytes completes first (the compiler orders two
+    accesses of one buffer)."""
+    if c is context.HERE:
+        c = context.core()
     if c is None or not c.pending:
         return
     last = -1

@@ -123,22 +123,25 @@ def _masked_load(self, ptrs, mask, other, *_policy, **_named_policy):
     if other is None:
         other = TensorHandle(np.zeros_like(ptrs.data, dtype=dtype_np), dtype_tt)
     scalar = getattr(_access, "scalar", False)
-    return TensorHandle(access.load(ptrs.data, _mask(mask), other.data, dtype_np, scalar, _base(ptrs)), dtype_tt)
+    return TensorHandle(access.load(ptrs.data, _mask(mask), other.data, dtype_np, scalar, _operand_base(ptrs)),
+                        dtype_tt)
 
 
 def _masked_store(self, ptrs, value, mask, *_policy, **_named_policy):
-    return access.store(ptrs.data, value.data, _mask(mask), getattr(_access, "scalar", False), _base(ptrs))
+    return access.store(ptrs.data, value.data, _mask(mask), getattr(_access, "scalar", False), _operand_base(ptrs))
 
 
 def _atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
     op = self.ir_rmw_op_to_interpreter_rmw_op[rmwOp]
     sem = self.ir_sem_to_interpreter_sem[sem]
-    return TensorHandle(access.atomic_rmw(op, ptr.data, val.data, mask.data, sem, _base(ptr)), val.dtype.scalar)
+    return TensorHandle(access.atomic_rmw(op, ptr.data, val.data, mask.data, sem, _operand_base(ptr)),
+                        val.dtype.scalar)
 
 
 def _atomic_cas(self, ptr, cmp, val, sem, scope):
     sem = self.ir_sem_to_interpreter_sem[sem]
-    return TensorHandle(access.atomic_cas(ptr.data, cmp.data, val.data, sem, _base(ptr)), cmp.dtype.scalar)
+    return TensorHandle(access.atomic_cas(ptr.data, cmp.data, val.data, sem, _operand_base(ptr)),
+                        cmp.dtype.scalar)
 
 
 # ---- pointer provenance: which tensor a pointer was derived from ---------------------------
@@ -174,7 +177,8 @@ def _keeps_base(orig, *pos):
 
 def _operand_base(h):
     """The base of a pointer operand; a scalar pointer (a kernel argument, splat in every
-    round of a loop) learns its own once, so no round looks it up again."""
+    round of a loop, or loaded and stored through as it is) learns its own once, so no round
+    looks it up again."""
     attr = getattr(h, "attr", None)
     if attr is None:
         return None
@@ -184,10 +188,6 @@ def _operand_base(h):
         if base is not None:
             attr[_BASE] = base
     return base
-
-
-def _base(h):
-    return h.attr.get(_BASE) if h is not None else None
 
 
 def _bf16_to_f32(data):

@@ -228,12 +228,14 @@ class SimRuntime:
                                 rounds=w.rounds)
 
     # -- polls that can make no progress (sim/spin.py says when) --------------------------------
-    def spin_watch(self, key, value, kind=PLAIN_SPIN, addr=0):
+    def spin_watch(self, key, value, kind=PLAIN_SPIN, addr=0, c=context.HERE):
         """A kernel polled memory (`key`: kind and addresses) and read `value`.  Once the
         core comes back to this poll in exactly the same state (sim/spin.py), each further
         visit is a spin round: a scheduling point that yields, and a waiting state the
-        deadlock watchdog can see.  A stale cache line or a flag nobody writes never ends it."""
-        c = context.core()
+        deadlock watchdog can see.  A stale cache line or a flag nobody writes never ends it.
+        `c`: the calling core, when the caller has looked it up already."""
+        if c is context.HERE:
+            c = context.core()
         if c is None:
             return
         sw = c.spin
@@ -275,9 +277,10 @@ class SimRuntime:
                 f"still running (no deadlock was detected); give it more time with launch(..., timeout=SECONDS) "
                 f"or `--timeout SECONDS`", self.board.report([self.rank]))
 
-    def spin_reset(self):
+    def spin_reset(self, c=context.HERE):
         """The core wrote (a store, an atomic that changed memory, a primitive): it made progress."""
-        c = context.core()
+        if c is context.HERE:
+            c = context.core()
         if c is not None and c.spin is not None:
             if c.spin.waiter is not None:
                 c.spin.waiter = None
