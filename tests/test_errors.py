@@ -185,8 +185,8 @@ def _one_raises_other_waits():
 def test_exception_in_one_rank_while_other_waits():
     t = time.monotonic()
     with pytest.raises(triton_dist.RankError) as ei:
-        triton_dist.launch(_one_raises_other_waits, world_size=2)
-    assert time.monotonic() - t < 20
+        triton_dist.launch(_one_raises_other_waits, world_size=2, timeout=300)
+    assert time.monotonic() - t < 150          # ended by the error, long before the timeout (any load)
     e = ei.value
     assert e.rank == 1 and e.exc_type == "ValueError" and "boom in rank 1" in str(e)
     assert "_one_raises_other_waits" in e.traceback
@@ -203,8 +203,8 @@ def test_sigkilled_rank():
     before = set(os.listdir("/dev/shm"))
     t = time.monotonic()
     with pytest.raises(triton_dist.RankError) as ei:
-        triton_dist.launch(_killed, world_size=3)
-    assert time.monotonic() - t < 20
+        triton_dist.launch(_killed, world_size=3, timeout=300)
+    assert time.monotonic() - t < 150          # ended by the death, long before the timeout (any load)
     assert ei.value.rank == 2 and "SIGKILL" in str(ei.value)
     assert set(os.listdir("/dev/shm")) <= before
 
@@ -215,8 +215,8 @@ def test_deadlock_report_names_rank_line_address_and_values():
         wait_forever_kernel[(1,)](sig)     # nobody ever notifies
     t = time.monotonic()
     with pytest.raises(triton_dist.DeadlockError) as ei:
-        triton_dist.launch(body, world_size=2, timeout=30)
-    assert time.monotonic() - t < 25
+        triton_dist.launch(body, world_size=2, timeout=300)
+    assert time.monotonic() - t < 150          # a verdict, long before the timeout (any load)
     assert not isinstance(ei.value, TimeoutError)        # a verdict, not a timeout
     rep = str(ei.value)
     for r in (0, 1):
@@ -235,7 +235,7 @@ def test_timeout_ends_a_long_wait():
     t = time.monotonic()
     with pytest.raises(triton_dist.LaunchTimeoutError, match="timed out after 2 s") as ei:
         triton_dist.launch(body, world_size=2, timeout=2)
-    assert time.monotonic() - t < 20
+    assert time.monotonic() - t < 29           # not waiting for the sleeping rank's 30 s
     # a TimeoutError that is not a deadlock verdict, and says how to give it more time
     assert isinstance(ei.value, TimeoutError) and not isinstance(ei.value, triton_dist.DeadlockError)
     assert "timeout=" in str(ei.value) and "no deadlock was detected" in str(ei.value)
@@ -252,9 +252,7 @@ def test_ranks_do_not_hang_after_the_launcher_used_openmp():
         def body():
             x = torch.randn(512, 512)
             return float((x @ x).sum() * 0)
-        t = time.monotonic()
-        assert triton_dist.launch(body, world_size=2, timeout=20).values == [0.0, 0.0]
-        assert time.monotonic() - t < 30
+        assert triton_dist.launch(body, world_size=2, timeout=120).values == [0.0, 0.0]
     finally:
         torch.set_num_threads(before)
 

@@ -190,7 +190,7 @@ def test_endless_loop_ends_in_a_timeout_report(body, schedule, capfd):
     t = time.monotonic()
     with pytest.raises(triton_dist.LaunchTimeoutError, match="timed out after 3 s") as ei:
         triton_dist.launch(body, world_size=2, schedule=schedule, seed=1, timeout=3)
-    assert time.monotonic() - t < 30
+    assert time.monotonic() - t < 120          # the loops are endless: the timeout ended them
     assert isinstance(ei.value, TimeoutError) and not isinstance(ei.value, triton_dist.DeadlockError)
     assert "rank" in str(ei.value)            # the report names the ranks still running
     # every rank printed its threads' stacks, and printing them crashed none (faulthandler's
@@ -242,7 +242,7 @@ def test_kept_errors_pin_no_memory_and_no_fds(body, error):
 
     def failure():
         try:
-            triton_dist.launch(body, world_size=2, schedule="pct", seed=3, timeout=20)
+            triton_dist.launch(body, world_size=2, schedule="pct", seed=3, timeout=120)
         except error as e:
             return e
         pytest.fail("the launch did not fail")

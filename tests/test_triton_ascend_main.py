@@ -75,7 +75,7 @@ def test_sync_block_all_is_a_barrier_whose_deadlock_is_reported():
     def body():
         partial_barrier_kernel[(3,)](torch.zeros(3, dtype=torch.int32))
     with pytest.raises(triton_dist.DeadlockError, match="local core barrier"):
-        triton_dist.launch(body, world_size=1, timeout=20)
+        triton_dist.launch(body, world_size=1, timeout=120)
 
 
 @triton.jit
@@ -88,7 +88,7 @@ def test_sync_block_wait_without_its_set_is_reported():
     def body():
         wait_without_set_kernel[(1,)](torch.zeros(1, dtype=torch.int32))
     with pytest.raises(triton_dist.RankError, match=r"TritonDistError: deadlock: .*sync_block_wait\('cube', 'vector', 5\) awaits 1 set"):
-        triton_dist.launch(body, world_size=1, timeout=20)
+        triton_dist.launch(body, world_size=1, timeout=120)
 
 
 @triton.jit
