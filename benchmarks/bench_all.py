@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 ITERS = 100          # rounds per overhead kernel
 GRID_PROGRAMS, GRID_ITERS = 4, 16   # the block loop in several programs (each on its own tile)
-SECTIONS = ("start-up", "overhead", "scheduler", "scaling")
+SECTIONS = ("start-up", "overhead", "scheduler", "scaling", "suite")
 SCHEDULES = [("free", "ascend"), ("free", "coherent"), ("random", "ascend"), ("random", "coherent"),
              ("pct", "ascend"), ("pct", "coherent")]
 EXPLORE_SCRIPT = os.path.join(ROOT, "examples", "hello_allgather.py")
@@ -189,31 +190,71 @@ def _cli(argv):
     return ([exe] if os.path.exists(exe) else [sys.executable, "-m", "triton_dist.cli"]) + argv
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's waited-for children and theirs (a CLI and its ranks)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+# the warm process: imports torch and triton_dist itself (timed apart), then runs the CLI in-process
+_WARM = """
+import resource, sys, time
+def cpu():
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+t, c = time.perf_counter(), cpu()
+import torch, triton_dist, triton_dist.kernels, triton_dist.sim.cli
+from triton_dist import cli
+imp, imp_cpu = time.perf_counter() - t, cpu() - c
+t, c = time.perf_counter(), cpu()
+cli.main(%r)
+print("FIGURES", time.perf_counter() - t, cpu() - c, imp, imp_cpu)
+"""
+
+
 def explore_cli(t, a, seeds=10, many=200):
     """`triton-dist explore -n 2 hello_allgather.py --seeds 10 --schedule pct` from a fresh process,
-    against the same exploration from a process that imported torch and triton_dist first;
-    then `--seeds 200` from a fresh process."""
+    against the same exploration from a process that imported torch and triton_dist first (its
+    imports timed apart); then `--seeds 200` from a fresh process.  Wall clock and CPU time (the
+    command's process and its ranks)."""
     argv = _explore_argv(seeds)
-    warm = [sys.executable, "-c",
-            "import sys, time, torch, triton_dist, triton_dist.kernels, triton_dist.sim.cli; from triton_dist import cli; "
-            f"t = time.perf_counter(); cli.main({argv!r}); print('WALL', time.perf_counter() - t)"]
-    cold_s, warm_s = [], []
+    warm = [sys.executable, "-c", _WARM % (argv,)]
+    cold_s, cold_cpu, warm_s, warm_cpu, imp_s, imp_cpu = [], [], [], [], [], []
     for _ in range(max(1, a.repeat // 2)):       # interleaved: both see the same load
-        s = time.perf_counter()
+        s, c = time.perf_counter(), _children_cpu()
         subprocess.run(_cli(argv), check=True, capture_output=True)
         cold_s.append(time.perf_counter() - s)
+        cold_cpu.append(_children_cpu() - c)
         p = subprocess.run(warm, check=True, capture_output=True, text=True)
-        warm_s.append(float(p.stdout.rsplit("WALL", 1)[1]))
+        w, wc, i, ic = map(float, p.stdout.rsplit("FIGURES", 1)[1].split())
+        warm_s.append(w)
+        warm_cpu.append(wc)
+        imp_s.append(i)
+        imp_cpu.append(ic)
+    med = statistics.median
     t.row("explore_warm", f"start-up: explore -n 2 hello_allgather --seeds {seeds} pct, warm process", warm_s, "s",
           "{:10.2f}")
-    t.row("explore_cold", "start-up: same, `triton-dist explore` from a fresh process", cold_s, "s", "{:10.2f}",
-          ratio=statistics.median(cold_s) / statistics.median(warm_s), min_ratio=min(cold_s) / min(warm_s))
-    s = time.perf_counter()
+    t.row("explore_warm:cpu", "start-up: same, CPU time", warm_cpu, "s", "{:10.2f}")
+    t.row("explore_imports", "start-up: the warm process's own imports before it (torch, triton_dist)", imp_s,
+          "s", "{:10.2f}")
+    t.row("explore_imports:cpu", "start-up: same, CPU time", imp_cpu, "s", "{:10.2f}")
+    t.row("explore_cold", "start-up: same exploration, `triton-dist explore` from a fresh process", cold_s, "s",
+          "{:10.2f}", ratio=med(cold_s) / med(warm_s), min_ratio=min(cold_s) / min(warm_s))
+    t.row("explore_cold:cpu", "start-up: same, CPU time", cold_cpu, "s", "{:10.2f}",
+          ratio=med(cold_cpu) / med(warm_cpu), min_ratio=min(cold_cpu) / min(warm_cpu))
+    # what the fresh command pays beyond the warm process is its own imports: against the warm
+    # process's imports + exploration it is the same work
+    both = [x + y for x, y in zip(warm_cpu, imp_cpu)]
+    t.row("explore_cold_vs_all:cpu", "start-up: fresh command against warm imports + exploration, CPU time",
+          cold_cpu, "s", "{:10.2f}", ratio=med(cold_cpu) / med(both), min_ratio=min(cold_cpu) / min(both))
+    s, c = time.perf_counter(), _children_cpu()
     p = subprocess.run(_cli(_explore_argv(many)), capture_output=True, text=True)
-    dt = time.perf_counter() - s
+    dt, cpu = time.perf_counter() - s, _children_cpu() - c
     m = re.search(r"(\d+) passed, (\d+) failed", p.stdout)
+    note = f"({m.group(1)} passed, {m.group(2)} failed)" if m else "(no summary)"
     t.row("explore_many", f"start-up: `triton-dist explore` --seeds {many}, fresh process", [dt], "s", "{:10.1f}",
-          note=f"({m.group(1)} passed, {m.group(2)} failed)" if m else "(no summary)")
+          note=note)
+    t.row("explore_many:cpu", "start-up: same, CPU time", [cpu], "s", "{:10.1f}", note=note)
 
 
 def overhead(t, a):
@@ -272,7 +313,8 @@ def scaling(t, a):
                   steps, "", "{:10.0f}")
 
 
-def suite(t):
+def suite(t, a=None):
+    load0 = os.getloadavg()
     s = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "pytest", "-n", "auto", "-q", "-p", "no:cacheprovider"],
                        cwd=ROOT, capture_output=True, text=True)
@@ -281,6 +323,10 @@ def suite(t):
     counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", last))
     t.row("suite", "suite: pytest -n auto", [dt], "s", "{:10.1f}", note=f"({last.strip('= ')})")
     t.rows["suite"]["counts"] = counts
+    t.rows["suite"]["load"] = [load0, os.getloadavg()]
+    for line in p.stdout.splitlines():          # what failed, if anything
+        if line.startswith(("FAILED", "ERROR")):
+            print("  " + line)
 
 
 # ---- README.md's figures ------------------------------------------------------------------------
@@ -325,7 +371,7 @@ def _ratio(t, key):
     return out
 
 
-def readme_table(t, started, load0, load1, repeat) -> str:
+def readme_table(t, started, load0, load1, repeat, merged=()) -> str:
     """The generated part of README.md's Figures section."""
     rows = []
 
@@ -338,10 +384,15 @@ def readme_table(t, started, load0, load1, repeat) -> str:
     add("`launch(world_size=4)`, empty body", "launch4")
     add("fresh process: import triton_dist + `launch(world_size=2)`", "cold_launch")
     add("`explore -n 2 hello_allgather.py --seeds 10 --schedule pct`, warm process", "explore_warm")
-    add("same, `triton-dist explore` from a fresh process", "explore_cold", note="of the warm process")
+    add("same, CPU time", "explore_warm:cpu")
+    add("the warm process's own imports before it (torch, triton_dist), CPU time", "explore_imports:cpu")
+    add("same exploration, `triton-dist explore` from a fresh process", "explore_cold", note="of the warm process")
+    add("same, CPU time", "explore_cold:cpu", note="of the warm process's exploration")
+    add("same, CPU time", "explore_cold_vs_all:cpu", note="of the warm process's imports + exploration")
     if "explore_many" in t.rows:
         add("`triton-dist explore ... --seeds 200`, fresh process", "explore_many",
             note=t.rows["explore_many"]["note"])
+        add("same, CPU time", "explore_many:cpu")
     labels = {"block": "32x32 fp32 block load+store", "block4": f"block loop, {GRID_PROGRAMS} programs x {GRID_ITERS} rounds",
               "scalar": "scalar flag store+load", "dot": "64x64x64 fp32 dot"}
     for k, label in labels.items():
@@ -359,16 +410,20 @@ def readme_table(t, started, load0, load1, repeat) -> str:
             rows.append(f"| {label}, 1 / 2 / 4 / 8 ranks | | {walls} ms | pct steps {steps} |")
     if "suite" in t.rows:
         c = t.rows["suite"]["counts"]
-        rows.append(f"| whole test suite, `pytest -n auto` ({os.cpu_count()} workers) | | {_cell(t, 'suite')} | "
+        load = t.rows["suite"].get("load")
+        during = f" (load average {load[0][0]:.1f} at its start, {load[1][0]:.1f} at its end)" if load else ""
+        rows.append(f"| whole test suite, `pytest -n auto` ({os.cpu_count()} workers){during} | | {_cell(t, 'suite')} | "
                     + ", ".join(f"{v} {k}" for k, v in c.items()) + " |")
-    head = (f"Generated by `python benchmarks/bench_all.py --readme --repeat {repeat}` on {started:%Y-%m-%d %H:%M} UTC "
+    cmd = " ".join(["python benchmarks/bench_all.py"] + sys.argv[1:])
+    head = (f"Generated by `{cmd}` on {started:%Y-%m-%d %H:%M} UTC "
             f"at commit {commit()}, on {machine()}; load average (1/5/15 min) "
             f"{load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f} at the start, {load1[0]:.2f} / {load1[1]:.2f} / "
             f"{load1[2]:.2f} at the end.  Every figure is repeated in this run (min / median); the plain-interpreter "
             f"baseline runs the same kernels in a child process with `TRITON_INTERPRET=1` and no triton_dist, its "
             f"rounds alternating with the simulator's; ratios are median / median (min / min in brackets), of the "
             f"wall clock and of the process's CPU time (all its threads).  On a loaded machine the wall clock "
-            f"measures the load as much as the work, so the targets are judged on CPU time.")
+            f"measures the load as much as the work, so the targets are judged on CPU time."
+            + "".join(f"  Merged: {m}." for m in merged))
     table = "| figure | min | median | ratio |\n| --- | --- | --- | --- |\n" + "\n".join(rows)
     return head + "\n\n" + table + "\n\n" + targets(t)
 
@@ -392,10 +447,13 @@ def targets(t) -> str:
         for sched in ("random", "pct"):
             ratio(f"{k}/{sched}/ascend", 2.0, f"{sched} <= 2x on the {label}")
     ratio("scalar/free/ascend", 2.0, "the scalar flag loop <= 2x under free")
-    check("`triton-dist explore` from a fresh process within 1.3x of a warm process",
-          t.get("explore_cold", "ratio"), 1.3, f"{t.get('explore_cold', 'ratio') or 0:.2f}x")
-    check("200 seeds of a 2-rank script in under a minute", t.get("explore_many"), 60.0,
-          f"{t.get('explore_many') or 0:.0f} s")
+    check("`triton-dist explore` from a fresh process within 1.3x of a warm process's exploration",
+          t.get("explore_cold:cpu", "ratio"), 1.3,
+          f"CPU time {t.get('explore_cold:cpu', 'ratio') or 0:.2f}x, wall {t.get('explore_cold', 'ratio') or 0:.2f}x; "
+          f"{t.get('explore_cold_vs_all:cpu', 'ratio') or 0:.2f}x of its imports + exploration (the fresh command "
+          f"imports torch and triton_dist once, {t.get('explore_imports:cpu') or 0:.1f} s CPU)")
+    check("200 seeds of a 2-rank script in under a minute", t.get("explore_many:cpu"), 60.0,
+          f"CPU time {t.get('explore_many:cpu') or 0:.0f} s, wall {t.get('explore_many') or 0:.0f} s")
     for sched in ("random", "pct"):
         check(f">= 20,000 scheduler steps/s ({sched})", t.get(f"steps/{sched}"), 20000,
               f"{(t.get(f'steps/{sched}') or 0) / 1000:.1f} k", le=False)
@@ -421,29 +479,44 @@ def main():
                     help="run only this section (repeatable); default: all of them")
     ap.add_argument("--json", metavar="OUT", help="also write every figure to this JSON file")
     ap.add_argument("--readme", action="store_true",
-                    help="every section and the suite, then rewrite README.md's figures table from this run")
+                    help="every section (or those of --only) and the suite, then rewrite README.md's figures table "
+                         "from this run")
+    ap.add_argument("--merge", metavar="JSON", action="append", default=[],
+                    help="with --readme: take the figures this run does not measure from an earlier run's --json "
+                         "(e.g. the suite, timed on its own); the table says which run each came from")
     a = ap.parse_args()
-    if a.readme:
-        a.only, a.suite = None, True
+    if a.suite:
+        a.only = (a.only or list(SECTIONS[:-1])) + ["suite"]
+    if a.readme and not a.only:
+        a.only = None
     only = set(a.only or SECTIONS)
     started, load0 = datetime.datetime.now(datetime.timezone.utc), os.getloadavg()
     print(f"machine: {machine()}; commit {commit()}; load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     t = Table()
     import triton_dist  # noqa: F401 - after the plain baseline's modules were chosen
     for name, section in (("start-up", startup), ("overhead", overhead), ("scheduler", scheduler),
-                          ("scaling", scaling)):
+                          ("scaling", scaling), ("suite", suite)):
         if name in only:
             section(t, a)
-    if a.suite:
-        suite(t)
     load1 = os.getloadavg()
     print(f"load average at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"started": started.isoformat(), "commit": commit(), "machine": machine(),
                        "load": [load0, load1], "rows": t.rows}, f, indent=1)
+    merged = []
+    for path in a.merge:
+        with open(path) as f:
+            earlier = json.load(f)
+        keys = [k for k in earlier["rows"] if k not in t.rows]
+        t.rows.update({k: earlier["rows"][k] for k in keys})
+        if keys:
+            l0, l1 = earlier["load"][0][0], earlier["load"][1][0]
+            merged.append(f"{len(keys)} figure(s) ({', '.join(sorted(keys))}) from the run of "
+                          f"{earlier['started'][:16].replace('T', ' ')} UTC at commit {earlier['commit']} "
+                          f"(load average {l0:.2f} at its start, {l1:.2f} at its end)")
     if a.readme:
-        write_readme(readme_table(t, started, load0, load1, a.repeat))
+        write_readme(readme_table(t, started, load0, load1, a.repeat, merged))
         print("README.md: figures table rewritten")
     elif a.only is None:
         print(targets(t))

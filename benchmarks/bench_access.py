@@ -1,0 +1,190 @@
+"""The access path's cost per kernel round, this tree against an earlier commit and Triton's
+plain interpreter, in one run.
+
+    python benchmarks/bench_access.py --before REV [--repeat N] [--readme]
+
+What is measured: the CPU time (time.thread_time of the core's thread) of one round of each
+overhead kernel's loop (benchmarks/micro_kernels.py: the 32x32 block load+store, the same in 4
+programs, the scalar flag store+load), taken between two consecutive tl.store calls of a
+thread, over hundreds of rounds; the 10th percentile and the median are printed.  A round's
+CPU time rather than a launch's wall clock: on the shared 2-core machine (load 20-70) the
+wall clock measures the load, and a low percentile of a round's CPU time is the least
+disturbed figure there is (bench_all.py's per-launch figures are the other view).
+
+Three kinds of process alternate, `--repeat` times: the plain interpreter (TRITON_INTERPRET=1,
+no triton_dist), the simulator of REV (a temporary copy of it, `git archive`, imported ahead
+of the installed tree) and the simulator of this tree, each under free, random and pct.
+--readme rewrites README.md's block between `<!-- access:begin -->` and `<!-- access:end -->`.
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+README = os.path.join(ROOT, "README.md")
+BEGIN, END = "<!-- access:begin -->", "<!-- access:end -->"
+KERNELS = {"block": "32x32 fp32 block load+store, 1 program",
+           "block4": "same, 4 programs",
+           "scalar": "scalar flag store+load"}
+SCHEDULES = ("free", "random", "pct")
+ITERS = 300
+# the issue's targets, as ratios to the plain interpreter: (kernel, schedule) -> limit
+TARGETS = {("block", "free"): 1.2, ("block4", "free"): 1.2, ("block", "random"): 2.0, ("block", "pct"): 2.0,
+           ("block4", "random"): 2.0, ("block4", "pct"): 2.0, ("scalar", "free"): 2.0}
+
+
+def rounds(kernel: str, iters: int = ITERS) -> list:
+    """CPU microseconds of each round of `kernel`'s loop, in whatever mode this process runs."""
+    import threading
+
+    import torch
+    sys.path.insert(0, HERE)
+    import micro_kernels as K
+    marks = {}
+
+    def mark():
+        marks.setdefault(threading.get_ident(), []).append(time.thread_time_ns())
+
+    from triton.runtime import interpreter as I
+    if "triton_dist" in sys.modules:      # the simulator's store (sim/interp.py installed it on the builder)
+        import triton_dist
+        alloc = lambda n, dt=torch.float32: triton_dist.symm_tensor((n,), dt)  # noqa: E731
+    else:
+        alloc = lambda n, dt=torch.float32: torch.zeros(n, dtype=dt)  # noqa: E731
+    store = I.InterpreterBuilder.create_masked_store
+
+    def counted(*a, **k):
+        mark()
+        return store(*a, **k)
+    I.InterpreterBuilder.create_masked_store = counted
+    src, dst, flag, gsrc, gdst = alloc(1024), alloc(1024), alloc(16, torch.int32), alloc(4096), alloc(4096)
+    run = {"block": lambda: K.block_copy_kernel[(1,)](src, dst, ITERS=iters, B=32),
+           "block4": lambda: K.block_copy_grid_kernel[(4,)](gsrc, gdst, ITERS=iters // 4, B=32),
+           "scalar": lambda: K.scalar_flag_kernel[(1,)](flag, ITERS=iters)}[kernel]
+    try:
+        run()                     # warm: the kernel's first launch
+        marks.clear()
+        run()
+    finally:
+        I.InterpreterBuilder.create_masked_store = store
+    return [(b - a) / 1e3 for ts in marks.values() for a, b in zip(ts, ts[1:])]
+
+
+def child(mode: str) -> dict:
+    """{kernel: rounds} (plain) or {schedule: {kernel: rounds}} (a simulator)."""
+    if mode == "plain":
+        return {k: rounds(k) for k in KERNELS}
+    import triton_dist
+    return {s: {k: triton_dist.launch(rounds, k, world_size=1, schedule=s, seed=1, timeout=900).values[0]
+                for k in KERNELS} for s in SCHEDULES}
+
+
+def run_child(mode: str, tree: str | None, nice: int = 0) -> dict:
+    env = dict(os.environ)
+    if mode == "plain":
+        env["TRITON_INTERPRET"] = "1"
+    if tree is not None:      # the earlier commit's packages ahead of the installed (editable) ones
+        env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
+    code = f"import json, sys; sys.path.insert(0, {HERE!r}); import bench_access as b; " \
+           f"print('RESULT', json.dumps(b.child({mode!r})))"
+    pre = ["nice", "-n", str(nice)] if nice else []
+    p = subprocess.run(pre + [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tree or ROOT)
+    if p.returncode:
+        raise SystemExit(f"{mode} ({tree or 'this tree'}) failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.rsplit("RESULT", 1)[1])
+
+
+def checkout(rev: str) -> str:
+    """A temporary copy of `rev` importable as triton_dist (its sim/, backend_* folders
+    linked where the package-dir mapping of pyproject.toml puts them)."""
+    path = tempfile.mkdtemp(prefix="bench_access_")
+    archive = subprocess.run(["git", "-C", ROOT, "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", path], input=archive, check=True)
+    for sub in ("sim", "backend_ascend", "backend_cuda"):
+        if os.path.isdir(os.path.join(path, sub)):
+            os.symlink(os.path.join(path, sub), os.path.join(path, "triton_dist", sub))
+    return path
+
+
+def git(*args) -> str:
+    return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True).stdout.strip()
+
+
+def p10(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 10]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, help="the earlier commit to compare with (e.g. main~3)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--readme", action="store_true", help="rewrite README.md's access-path table from this run")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run the measured processes at this niceness (negative: preempted less by a loaded "
+                         "machine's other work, which pollutes their caches; needs the privilege)")
+    a = ap.parse_args()
+    before_rev = git("rev-parse", "--short", a.before)
+    after_rev = git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if git(
+        "status", "--porcelain", "--untracked-files=no") else "")
+    started, load0 = datetime.datetime.now(datetime.timezone.utc), os.getloadavg()
+    tree = checkout(a.before)
+    plain = {k: [] for k in KERNELS}
+    sims = {v: {s: {k: [] for k in KERNELS} for s in SCHEDULES} for v in ("before", "after")}
+    try:
+        for i in range(a.repeat):
+            for k, xs in run_child("plain", None, a.nice).items():
+                plain[k] += xs
+            for v, t in (("before", tree), ("after", None)):
+                for s, per in run_child("sim", t, a.nice).items():
+                    for k, xs in per.items():
+                        sims[v][s][k] += xs
+            print(f"round {i + 1}/{a.repeat} done", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+    load1 = os.getloadavg()
+    rows = ["| kernel round | schedule | before: p10 / median us | ratio | after: p10 / median us | ratio | target |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for k, label in KERNELS.items():
+        ref = p10(plain[k])
+        rows.append(f"| {label} | plain interpreter | {ref:.1f} / {statistics.median(plain[k]):.1f} | | "
+                    f"{ref:.1f} / {statistics.median(plain[k]):.1f} | | |")
+        for s in SCHEDULES:
+            cells = []
+            for v in ("before", "after"):
+                xs = sims[v][s][k]
+                cells.append(f"{p10(xs):.1f} / {statistics.median(xs):.1f} | {p10(xs) / ref:.2f}x")
+            lim = TARGETS.get((k, s))
+            met = "" if lim is None else f"<= {lim:g}x: {'met' if p10(sims['after'][s][k]) / ref <= lim else 'NOT met'}"
+            rows.append(f"| | {s} / ascend | {cells[0]} | {cells[1]} | {met} |")
+    n = min(len(x) for x in plain.values())
+    cmd = " ".join(["python benchmarks/bench_access.py"] + sys.argv[1:])
+    text = (f"Generated by `{cmd}` on "
+            f"{started:%Y-%m-%d %H:%M} UTC: before = {before_rev}, after = {after_rev}; load average "
+            f"{load0[0]:.1f} / {load0[1]:.1f} / {load0[2]:.1f} at the start, {load1[0]:.1f} / {load1[1]:.1f} / "
+            f"{load1[2]:.1f} at the end ({os.cpu_count()} cores){f'; measured processes at nice {a.nice}' if a.nice else ''}.  CPU time of one round of each kernel's loop "
+            f"(thread time between two tl.store calls of a core, at least {n} rounds per figure, the three kinds "
+            f"of process alternating); ratios are 10th percentile over the plain interpreter's 10th percentile.\n\n"
+            + "\n".join(rows))
+    print(text)
+    if a.readme:
+        with open(README) as f:
+            doc = f.read()
+        if BEGIN not in doc or END not in doc:
+            raise SystemExit(f"README.md has no {BEGIN} ... {END} block")
+        pre, rest = doc.split(BEGIN, 1)
+        with open(README, "w") as f:
+            f.write(pre + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1])
+        print("README.md: access-path table rewritten")
+
+
+if __name__ == "__main__":
+    main()
