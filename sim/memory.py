@@ -47,8 +47,8 @@ def misaligned(rt, what: str, addr: int, grain: int, itemsize: int) -> Misaligne
         f"misaligned access: {who}: {what} at {context.kernel_line(4)} touches {rt.space.describe(addr)} "
         f"(address 0x{addr:x}), which is not a multiple of {grain} bytes.  On the NPU a kernel's access to "
         f"global memory is a DMA whose address granularity is the element width, at most 4 bytes "
-        f"({itemsize}-byte elements move with copy_gm_to_ubuf_align_b{8 * min(itemsize, 4)}), so this transfer "
-        f"faults or moves the wrong bytes; msSanitizer's memcheck reports it as an unaligned access.  Fix: move a "
+        f"({itemsize}-byte elements move with copy_gm_to_ubuf_align_b{8 * min(itemsize, 4)}): off that grain the "
+        f"transfer is invalid (msSanitizer's memcheck reports it as an unaligned access).  Fix: move a "
         f"pointer of this dtype only by whole elements (do not bitcast a byte pointer at an odd offset to a wider "
         f"type).")
 

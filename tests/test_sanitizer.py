@@ -5,8 +5,9 @@ and the report names the cause and the fix.
 Oracles: what the NPU's compiler and library do (docs/device_model.md, the rows on alignment,
 initialisation and cross-core flags): AscendNPU-IR moves a kernel's GM data with
 copy_gm_to_ubuf_align_b8/_b16/_b32 (64-bit elements as two 32-bit ones), so an address off that
-grain faults; a tail axis that is not a multiple of 32 bytes is padded by triton-ascend's
-compiler (performance only), so it is not reported; aclshmem_malloc does not zero (upstream's
+grain is invalid (that the hardware faults there: inferred, not verified); a tail axis that is
+not a multiple of 32 bytes is padded by triton-ascend's compiler (performance only), so it is
+not reported; aclshmem_malloc does not zero (upstream's
 own tests zero their signals after aclshmem_create_tensor); a cross-core flag set and never
 waited for outlives the kernel (msSanitizer's synccheck).  Triton's plain interpreter runs the
 misaligned kernel without complaint (checked below): that is the model difference.
