@@ -26,7 +26,7 @@ class KnownLimit:
 _BRANCH_POINTER = ("triton-adapter-opt 3.2.0 crashes on a pointer chosen in a branch (a pointer yielded by "
                    "scf.if), here {}")
 
-# shm.barrier_all() is CUBE_AND_VECTOR (SEMANTICS.md section 6); in a vector-only kernel that also stores the
+# shm.barrier_all() is CUBE_AND_VECTOR (docs/semantics.md §6); in a vector-only kernel that also stores the
 # result of another distributed op, bishengir-compile 1.2.0 crashes in hivm-mark-real-core-type
 # (tests/test_npu_compile.py::test_barrier_all_with_a_dist_result_stored_in_a_vector_kernel_crashes_bishengir).
 _BARRIER_ALL = ("bishengir-compile 1.2.0 crashes on shm.barrier_all() (CUBE_AND_VECTOR) in a vector-only kernel "

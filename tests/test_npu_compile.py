@@ -70,6 +70,20 @@ def test_fetching_again_is_cheap_when_the_adapter_is_there(monkeypatch):
     assert path == TOOLS.adapter and "cached and verified" in message
 
 
+def test_setup_offline_goes_on_and_the_checks_say_why(tmp_path, monkeypatch, capsys):
+    """No PyPI (offline): setup still succeeds, and what the checks skip with names the missing adapter."""
+    monkeypatch.setattr(toolchain, "cache_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(toolchain, "_installed_triton_ascend_adapter", lambda: None)
+    monkeypatch.delenv(toolchain.ADAPTER_ENV, raising=False)
+    offline = subprocess.CompletedProcess([], 1, "", "ERROR: Could not find a version that satisfies the requirement "
+                                                     "triton-ascend==3.2.0 (from versions: none)")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: offline)
+    assert toolchain.main(["fetch"]) == 0
+    assert "could not download triton-ascend==3.2.0 (ERROR: Could not find a version" in capsys.readouterr().out
+    tools = toolchain.find()
+    assert tools.adapter is None and "bash scripts/setup.sh` fetches it" in tools.adapter_why
+
+
 def test_missing_tools_exit_2_naming_them(capsys, monkeypatch):
     monkeypatch.setenv(toolchain.COMPILER_ENV, "/nonexistent/bishengir-compile")
     rc, out, err = _cli(capsys, f"{KERNELS}::vector_add", "-s", ADD_SIG, "-c", "BLOCK=1024")
