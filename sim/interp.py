@@ -44,6 +44,7 @@ from triton.runtime import interpreter as _interp
 from triton_dist import kernel_launches
 
 from . import access, context, memory
+from .float_casts import rounding_fp_trunc
 from .tritonapi import detect
 
 # The adapter of the installed triton's interpreter generation (sim/tritonapi/): every
@@ -526,6 +527,7 @@ def install() -> None:
     _patch_lang = _interp._patch_lang
     _interp._patch_lang = _patch_lang_outside_launches(_patch_lang)
     B.create_dot = _dot(B.create_dot)
+    B.create_fp_trunc = rounding_fp_trunc(B.create_fp_trunc)
     B.create_addptr = _addptr(B.create_addptr)
     for name, pos in API.pointer_ops():
         setattr(B, name, _keeps_base(getattr(B, name), *pos))

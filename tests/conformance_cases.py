@@ -53,9 +53,12 @@ def _cast_kernel(x, o8, ou8, o16, o32f, o64, of16, obf16, N: tl.constexpr):
     tl.store(obf16 + i, v.to(tl.bfloat16).to(tl.float32))
 
 
+CAST_INPUTS = [-3.7, -1.5, 0.0, 0.49, 1.5, 100.25, 127.9, 65504.0]
+
+
 @case
 def casts():
-    x = torch.tensor([-3.7, -1.5, 0.0, 0.49, 1.5, 100.25, 127.9, 65504.0], dtype=torch.float32)
+    x = torch.tensor(CAST_INPUTS, dtype=torch.float32)
     outs = [torch.zeros(8, dtype=d) for d in (torch.int8, torch.uint8, torch.int16, torch.float32, torch.int64,
                                                torch.float16, torch.float32)]
     _cast_kernel[(1,)](x, *outs, N=8)

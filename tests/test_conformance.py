@@ -10,7 +10,10 @@ the same error type, cause and text (the simulator adds where it happened after 
 Model differences (none of these cases hits one; each is documented where it lives):
 - an access outside every buffer the kernel may touch is a TritonDistError here, where the
   plain interpreter reads or writes whatever lies there (docs/device_model.md);
-- the programs of a launch run concurrently, so output interleaves in schedule order.
+- the programs of a launch run concurrently, so output interleaves in schedule order;
+- a float32 -> bfloat16 cast rounds to nearest even, as Triton's semantics and the compiled
+  kernel do, where Triton's interpreter rounds toward zero (sim/float_casts.py): the `casts`
+  case's bfloat16 column is checked against torch's conversion instead.
 """
 import json
 import os
@@ -57,7 +60,13 @@ def simulated():
 @pytest.mark.parametrize("name", sorted(C.CASES))
 def test_case_matches_the_plain_interpreter(plain, simulated, name):
     assert plain[name] is not None
-    _same(name, simulated[name], plain[name])
+    got, want = simulated[name], plain[name]
+    if name == "casts":           # the bfloat16 column: torch's round-to-nearest-even (see above)
+        import torch
+        x = torch.tensor(C.CAST_INPUTS, dtype=torch.float32)
+        assert got[-1] == x.to(torch.bfloat16).to(torch.float32).tolist(), (got[-1], want[-1])
+        got, want = got[:-1], want[:-1]
+    _same(name, got, want)
 
 
 def test_every_family_is_covered():

@@ -37,7 +37,7 @@ class Generation36:
             (_interp.InterpretedFunction, "rewrite"), (_interp, "TensorHandle"), (_interp, "_get_np_dtype"),
             (B, "create_masked_load"), (B, "create_masked_store"), (B, "create_atomic_rmw"),
             (B, "create_atomic_cas"), (B, "create_get_program_id"), (B, "create_get_num_programs"),
-            (B, "create_dot"), (B, "create_addptr"), (B, "set_grid_dim"), (B, "set_grid_idx"), (B, "create_barrier"),
+            (B, "create_dot"), (B, "create_addptr"), (B, "create_fp_trunc"), (B, "set_grid_dim"), (B, "set_grid_idx"), (B, "create_barrier"),
             (B, "create_print"), (triton.knobs.runtime, "interpret"),
         )
         return common + tuple((B, name) for name, _ in cls.pointer_ops()) + \
