@@ -258,6 +258,7 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
     lo, hi = int(sel.min()), int(sel.max()) + itemsize
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"store of {value.dtype.name}")
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]))
+    rt.sched.saw(value, m)          # the event log shows what it stores (deterministic schedules)
     dma.depend(lo, hi, c)
     obs = rt.access_observers
     if c is not None and rt.memory.caches:

@@ -80,6 +80,9 @@ def test_the_event_log_shows_landings_values_names_and_drains(monkeypatch, seed)
     wait = _line("dl.wait(sig")
     assert any("rank 1 core 0" in ln and "scalar load" in ln and f"test_event_log.py:{wait}" in ln
                and ln.endswith("saw 1") for ln in log)
+    # the store's own record (its issue) shows what it stores
+    assert any("rank 0 core 0" in ln and " store " in ln and f"test_event_log.py:{store} (handoff)" in ln
+               and "(issued there)" not in ln and ln.endswith("saw 1") for ln in log), "\n".join(log)
     assert not any("heap of rank" in ln for ln in log)
     assert not any("<host>" in ln for ln in log)
 
