@@ -6,7 +6,8 @@ For every kernel of the kernel library and the examples (their recorded launch s
 tests/data/kernel_signatures.json, one per kernel) and the kernels of tests/npu_compile_kernels.py,
 in this one run on this machine:
   cold   a compile with an empty cache: frontend (TTIR), ttadapter (triton-adapter-opt),
-         bishengir-compile (to hivmc), and the whole, min and median of N;
+         bishengir-compile (to hivmc), and the whole, min and median of N; its CPU time
+         (this process and the tools it ran: what the compile costs whatever the load);
   disk   the verdict read back from the on-disk cache (a new session);
   memo   a repeated launch in the same process: the launch check itself (compile_check.check_launch
          on a Launch with tensors of the signature's dtypes), after its first call read the verdict.
@@ -60,6 +61,13 @@ def _kernels():
 
 TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64",
                 "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "i1": "bool"}
+
+
+def _cpu_seconds():
+    """CPU time of this process and of its finished children (the adapter and the compiler)."""
+    import resource
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _launch_args(sig):
@@ -118,20 +126,21 @@ def main():
     print(f"load before: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     print(f"triton-adapter-opt: {tools.adapter_from}; bishengir-compile: {tools.compiler_from}")
     head = (f"{'kernel':58} {'verdict':9} {'frontend':>8} {'adapter':>8} {'bisheng':>8} {'cold min':>8} "
-            f"{'cold med':>8} {'disk':>8} {'memo':>8}")
+            f"{'cold med':>8} {'cpu med':>8} {'disk':>8} {'memo':>8}")
     print(head)
     print("-" * len(head))
-    totals = {"cold": 0.0, "disk": 0.0, "memo": 0.0}
+    totals = {"cold": 0.0, "cpu": 0.0, "disk": 0.0, "memo": 0.0}
     kernels = _kernels()
     for key, fn, sig, consts in kernels:
-        colds, stages = [], []
+        colds, stages, cpus = [], [], []
         tmp_cache = tempfile.mkdtemp(prefix="bench-npu-compile-")
         for i in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
                 pipeline._jit_keys.clear()          # a new process: Triton's key of the kernel not known yet
-                t0 = time.perf_counter()
+                c0, t0 = _cpu_seconds(), time.perf_counter()
                 out = pipeline.compile_kernel(fn, sig, consts, cache=cache.Cache(tmp), tools=tools)
                 colds.append(time.perf_counter() - t0)
+                cpus.append(_cpu_seconds() - c0)
                 stages.append(out.seconds)
                 pipeline._jit_keys.clear()
                 t0 = time.perf_counter()
@@ -147,13 +156,14 @@ def main():
         verdict = "limit" if out.status == "refused" and known_limits.match(key, out.errors) else out.status
         print(f"{name:58} {verdict:9} {med['frontend']:8.2f} {med['ttadapter']:8.2f} "
               f"{med.get('bishengir-compile', 0):8.2f} {min(colds):8.2f} {statistics.median(colds):8.2f} "
-              f"{disk:8.3f} {memo * 1e6:6.1f}us")
+              f"{statistics.median(cpus):8.2f} {disk:8.3f} {memo * 1e6:6.1f}us")
         totals["cold"] += statistics.median(colds)
+        totals["cpu"] += statistics.median(cpus)
         totals["disk"] += disk
         totals["memo"] += memo
     print("-" * len(head))
     print(f"{'total (median cold, one disk read, one memo hit each)':58} {'':9} {'':8} {'':8} {'':8} {'':8} "
-          f"{totals['cold']:8.2f} {totals['disk']:8.3f} {totals['memo'] * 1e6:6.1f}us")
+          f"{totals['cold']:8.2f} {totals['cpu']:8.2f} {totals['disk']:8.3f} {totals['memo'] * 1e6:6.1f}us")
     print(f"cache effect: a new session reads {totals['cold'] / max(totals['disk'], 1e-9):.0f}x faster than it "
           f"compiles; a repeated launch costs {totals['memo'] * 1e6 / len(kernels):.1f} us")
     print(f"load after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
