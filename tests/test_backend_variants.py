@@ -196,8 +196,12 @@ def test_default_tolerances_per_dtype_and_exact_marked_results(dtype, within, be
     assert diff[1] == (1,) and "bit for bit" in diff[4]
     # integers: exact
     assert testing.first_difference(torch.tensor([1, 2]), torch.tensor([1, 3]))[1:4] == ((1,), 2, 3)
-    # explicit tolerances apply
+    # explicit tolerances apply; keyed by dtype, only to that dtype
     assert testing.first_difference(a, far, rtol=0.1, atol=0.0) is None
+    name = str(dtype).replace("torch.", "")
+    assert testing.first_difference(a, far, rtol={name: 0.1}) is None
+    assert testing.first_difference(a, far, rtol={dtype: 0.1}) is None
+    assert testing.first_difference(a, far, rtol={"float64": 0.1})[1] == (2,)
 
 
 COMPARED = '''
@@ -220,6 +224,10 @@ def test_agrees(backend):
 def test_disagrees(backend):
     triton_dist.launch(_skewed, world_size=2, backend=backend)
 
+@__import__("pytest").mark.compare_tolerance(rtol={"float32": 0.1})
+def test_agrees_within_its_tolerance(backend):
+    triton_dist.launch(_skewed, world_size=2, backend=backend)
+
 def test_launches_nothing(backend):
     pass
 
@@ -236,9 +244,10 @@ def test_pytest_compare_backends_compares_every_backend_test(pytester, monkeypat
     _pytester_env(pytester, monkeypatch)
     pytester.makepyfile(test_compared=COMPARED)
     r = pytester.runpytest_subprocess("--compare-backends", "sim,simtwin", "-v", "-rs", "-p", "no:cacheprovider")
-    r.assert_outcomes(passed=2, failed=1, skipped=1)
+    r.assert_outcomes(passed=3, failed=1, skipped=1)
     r.stdout.fnmatch_lines_random([
         "*test_agrees?sim-vs-simtwin? PASSED*", "*test_names_its_backend?sim-vs-simtwin? PASSED*",
+        "*test_agrees_within_its_tolerance?sim-vs-simtwin? PASSED*",
         "*BackendsDisagree: backends 'sim' and 'simtwin' disagree: rank 0, value (the whole value), index (3,): "
         "sim 3.0 vs simtwin 3.25*",
         "*nothing to compare: the test launched nothing on 'sim' that returned*"])

@@ -147,8 +147,16 @@ def _verify(op, n, values, seed=0, cases=None):
 
 # ---- every op x world size x dtype, odd shapes -----------------------------------------------
 
+# --compare-backends: a GEMM's tl.dot accumulates in another order on each backend (numpy's
+# fp32 matmul here, the tensor cores' MMA on a GPU), so its fp16 partials may round to the
+# neighbouring value and the reduce adds such ulps up (measured on one H200: 2 fp16 ulps at 1
+# element of 1920 in gemm_rs; docs/cuda.md, "Differential testing")
+DOT_ORDER = pytest.mark.compare_tolerance(rtol={"float16": 4e-3})
+
+
 @pytest.mark.parametrize("n", WORLD_SIZES)
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", [pytest.param(op, marks=DOT_ORDER) if op.endswith("gemm") or op.startswith("gemm")
+                                else op for op in OPS])
 def test_op_matches_torch(backend, op, n):
     need_ranks(backend, n)
     dtypes = [torch.float32, torch.bfloat16] + ([torch.float16] if n == 3 else [])

@@ -17,7 +17,9 @@ ranks return, rank by rank, walking lists, tuples and dicts:
   values (ints, strings, None, ...) with ==.
 
 Explicit `rtol`/`atol` apply to every floating value, marked ones included; integers stay
-exact.  The first difference is reported with the rank, where in the returned value it is,
+exact.  Either may be a dict keyed by dtype (`{torch.float16: 4e-3}` or `{"float16": 4e-3}`):
+then it applies to values of those dtypes only, the others keep their defaults (pytest:
+`@pytest.mark.compare_tolerance(rtol=..., atol=...)` on a test, the same forms).  The first difference is reported with the rank, where in the returned value it is,
 the element's index and both values; the pytest plugin's `--compare-backends A,B` and
 `triton-dist compare` use the same comparison (`first_difference`).
 """
@@ -111,7 +113,7 @@ def first_difference(a, b, *, rtol=None, atol=None, path=""):
                 return d
         return None
     if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
-        r, t = _tolerances(torch.float32, rtol, atol)
+        r, t = _tolerances(torch.float32, _for_dtype(rtol, torch.float32), _for_dtype(atol, torch.float32))
         ok = (a != a and b != b) or abs(a - b) <= t + r * abs(b)
         return None if ok else (path, None, a, b, f"Python floats, rtol {r:g}, atol {t:g}")
     if type(a) is not type(b) or a != b:
@@ -134,8 +136,18 @@ def _tolerances(dtype, rtol, atol):
     return (r if rtol is None else rtol), (t if atol is None else atol)
 
 
+def _for_dtype(tol, dtype):
+    """A tolerance given for every dtype (a number or None), or for some (a dict keyed by
+    torch dtype or its name): the one for `dtype`, None where the dict has none."""
+    if not isinstance(tol, dict):
+        return tol
+    name = str(dtype).replace("torch.", "")
+    return tol.get(dtype, tol.get(name))
+
+
 def _tensor_difference(a, b, rtol, atol, path):
     import torch
+    rtol, atol = _for_dtype(rtol, a.dtype), _for_dtype(atol, a.dtype)
     if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
         return path, None, _describe(a), _describe(b), "tensors of different dtype or shape"
     floating = a.is_floating_point() or a.is_complex()

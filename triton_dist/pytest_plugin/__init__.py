@@ -229,6 +229,8 @@ def _selected(config):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "backend(name): the test needs this backend (sim, npu or cuda)")
+    config.addinivalue_line("markers", "compare_tolerance(rtol=None, atol=None): the tolerances --compare-backends "
+                            "uses for this test (a number, or a dict keyed by dtype name; triton_dist.testing)")
     config.addinivalue_line("markers", "backend_specific(reason): what the test's launches return differs between "
                                        "backends by design (a device name, a launch configuration); "
                                        "--compare-backends runs both variants and compares nothing")
@@ -433,9 +435,11 @@ def _run_compared(item, pair) -> bool:
     if len(a) != len(b):
         raise testing.BackendsDisagree(f"backends {pair[0]!r} and {pair[1]!r} disagree: the test finished "
                                        f"{len(a)} launches on {pair[0]!r} and {len(b)} on {pair[1]!r}")
+    tol = item.get_closest_marker("compare_tolerance")
+    tol = dict(tol.kwargs) if tol is not None else {}
     for i, ((_, ra), (_, rb)) in enumerate(zip(a, b)):
         what = f" in launch {i + 1} of {len(a)} of the test" if len(a) > 1 else ""
-        testing.check_values(ra.values, rb.values, pair, what=what)
+        testing.check_values(ra.values, rb.values, pair, what=what, rtol=tol.get("rtol"), atol=tol.get("atol"))
     item._triton_dist_compared = len(a)
     return True
 
