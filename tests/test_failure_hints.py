@@ -100,3 +100,10 @@ def test_pytest_memory_model_option_reaches_launch_and_every_command_it_prints(p
     assert "pytest test_m.py::test_fails --sim-race-check --sim-memory-model coherent" in out, out
     replay = next(ln for ln in out.splitlines() if ln.startswith("pytest ") and "--sim-schedule free" in ln)
     assert replay.split("  (")[0].endswith("--sim-memory-model coherent"), replay
+
+
+def test_a_deterministic_replay_line_carries_the_environment_that_changes_the_run(monkeypatch):
+    monkeypatch.setenv("TRITON_DIST_SIM_INIT_CHECK", "1")
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(_fails, world_size=2, schedule="random", seed=1, timeout=60)
+    assert ei.value.replay.endswith("with TRITON_DIST_SIM_INIT_CHECK=1 in the environment"), ei.value.replay
