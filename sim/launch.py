@@ -68,6 +68,40 @@ def check_input(seed, trace, barrier_plus_one) -> None:
                               f"somewhere you may write")
 
 
+class CheckSeconds:
+    """Seconds each rank spent in the named launch checks (kernel_launches: the NPU compile of
+    --npu-compile), in memory shared with the launcher: that time is not the ranks running, so
+    the launch timeout leaves it out.  The ranks of a launch compile a kernel once, the others
+    waiting for its verdict, so what is left out is the most any rank spent, not the sum.
+    Per rank: the seconds of its finished checks, and since when its current one runs (0: none;
+    time.monotonic() is CLOCK_MONOTONIC, one clock for every process of the machine)."""
+
+    def __init__(self, world_size: int):
+        import mmap
+
+        import numpy as np
+        self._mm = mmap.mmap(-1, 16 * world_size, flags=mmap.MAP_SHARED)
+        self._slots = np.ndarray((world_size, 2), dtype=np.float64, buffer=self._mm)
+
+    def listen(self, rank: int) -> None:
+        """In rank `rank`: keep the time of each launch's checks in its slot."""
+        from triton_dist import kernel_launches
+        slot = self._slots[rank]
+
+        def running(begins):
+            now = time.monotonic()
+            if begins:
+                slot[1] = now
+            else:
+                slot[0] += now - slot[1]
+                slot[1] = 0.0
+        kernel_launches.on_checks(running)
+
+    def most(self) -> float:
+        now = time.monotonic()
+        return max(float(done) + (now - since if since else 0.0) for done, since in self._slots)
+
+
 def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwargs, conn):
     """Body of a forked rank: initialize, run fn, send back the outcome, exit."""
     import torch
@@ -83,11 +117,13 @@ def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwar
     try:
         # the simulator, or a subclass registered under its own name (tests/twin_backends.py)
         L.set_rank_environment(rank, world_size, options.pop("backend_name", "sim"))
+        check_seconds = options.pop("check_seconds")
         from triton_dist import backend
         store = L.rank_store(rank, world_size, listener, options["timeout"])
         be = backend.active()
         be.init(rank, world_size, heaps=heaps, board=board, store=store, **options)
         board.set_state(rank, -1, B.RUNNING)
+        check_seconds.listen(rank)
         value = fn(*args, **kwargs)
         # only a rank that finished hands the baton on: after a failure the schedule stops
         # where it failed, so the digest and events of a replay match exactly
@@ -162,11 +198,12 @@ def _launch(fn, args, kwargs, *, world_size, timeout, backend_name="sim", **give
         race_dir = tempfile.mkdtemp(prefix="triton_dist-race-")
     from .evidence.board import EvidenceBoard
     evidence = EvidenceBoard()        # what the device model saw (sim/evidence/), for a failure's words
+    check_seconds = CheckSeconds(world_size)
     options = dict(schedule=schedule, seed=seed, timeout=float(timeout), memory_model=memory_model,
                    barrier_plus_one=bool(barrier_plus_one), shared=shared,
                    trace_dir=trace_dir, trace_t0=time.time(),
                    race=(race_dir, SlotTable()) if race_dir else None, backend_name=backend_name,
-                   evidence=evidence)
+                   evidence=evidence, check_seconds=check_seconds)
     if opts["predict"] is not None:
         from . import predict
         options["predict"] = predict.start(opts["predict"])
@@ -177,7 +214,8 @@ def _launch(fn, args, kwargs, *, world_size, timeout, backend_name="sim", **give
         try:
             # the free schedule's watchdog judges deadlocks; deterministic schedules find them exactly
             outcomes = L.collect(procs, pipes, timeout, start,
-                                 BoardWatchdog(board, timeout, heaps, judge=schedule == "free"))
+                                 BoardWatchdog(board, timeout, heaps, judge=schedule == "free"),
+                                 left_out=check_seconds.most)
         except (RankError, DeadlockError, LaunchTimeoutError) as e:
             _explain(e, evidence, board, heaps, world_size)
             if race_dir is not None:

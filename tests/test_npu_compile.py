@@ -569,3 +569,34 @@ def test_every_kernel_of_the_sources_compiles_or_is_a_known_limit(key, monkeypat
 def test_every_known_limit_is_a_kernel_of_the_sources():
     from triton_dist.backend_ascend import known_limits
     assert {lim.kernel for lim in known_limits.LIMITS} <= set(_source_kernels())
+
+
+def _slow_check_main(kernel_seconds):
+    import time
+
+    import torch
+    x, o = torch.arange(64, dtype=torch.float32), torch.zeros(64)
+    K.vector_add[(1,)](x, x, o, 64, BLOCK=64)
+    time.sleep(kernel_seconds)                   # the rank's own work, which the timeout counts
+    return float(o.sum())
+
+
+@pytest.mark.parametrize("kernel_seconds,times_out", [(0, False), (8, True)], ids=["check-slow", "rank-slow"])
+def test_the_launch_timeout_leaves_out_the_time_of_the_launch_checks(kernel_seconds, times_out, monkeypatch):
+    """A cold NPU compile runs inside the launch that first meets the kernel (at load 60, 4-10 s a
+    kernel); it is not the ranks running, so a launch whose check takes longer than its timeout still
+    ends, while the ranks' own time past the timeout still times it out."""
+    import time
+
+    import triton_dist
+    from triton_dist import registry
+    from triton_dist.errors import LaunchTimeoutError
+    _outside_any_npu_compile_session(monkeypatch)
+    monkeypatch.setattr(registry, "launch_check", lambda name: lambda launch: time.sleep(8 - kernel_seconds))
+    monkeypatch.setenv("TRITON_DIST_LAUNCH_CHECKS", "npu-compile")
+    if times_out:
+        with pytest.raises(LaunchTimeoutError, match="timed out after 5 s"):
+            triton_dist.launch(_slow_check_main, kernel_seconds, world_size=2, timeout=5)
+    else:
+        assert triton_dist.launch(_slow_check_main, kernel_seconds, world_size=2, timeout=5).values == \
+            [float(2 * sum(range(64)))] * 2

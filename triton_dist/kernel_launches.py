@@ -25,6 +25,9 @@ ENV = "TRITON_DIST_LAUNCH_CHECKS"
 
 _observers: list = []
 _requested: set = set()
+# told when the named checks of a launch begin and end (the simulator keeps that time out of the
+# launch timeout: a compile by the real NPU compilers is not the kernel running)
+_check_time_listeners: list = []
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,13 @@ def subscribe(observer):
 def unsubscribe(observer) -> None:
     if observer in _observers:
         _observers.remove(observer)
+
+
+def on_checks(listener):
+    """Call listener(True) before the named checks of each launch of this process run, and
+    listener(False) after them."""
+    _check_time_listeners.append(listener)
+    return listener
 
 
 @contextmanager
@@ -69,7 +79,13 @@ def launched(fn, args, constexprs) -> None:
     launch = Launch(fn, dict(args), tuple(constexprs))
     if names:
         from . import registry
-        for name in names:
-            registry.launch_check(name)(launch)
+        for listener in list(_check_time_listeners):
+            listener(True)
+        try:
+            for name in names:
+                registry.launch_check(name)(launch)
+        finally:
+            for listener in list(_check_time_listeners):
+                listener(False)
     for observer in list(_observers):
         observer(launch)

@@ -344,10 +344,12 @@ def set_rank_environment(rank, world_size, backend_name) -> None:
     _backend.activate(backend_name)
 
 
-def collect(procs, pipes, timeout, start, watchdog=None):
+def collect(procs, pipes, timeout, start, watchdog=None, left_out=None):
     """The ranks' outcomes in rank order; raises the first RankError/DeadlockError/
     LaunchTimeoutError.
 
+    left_out: None, or a callable giving the seconds the timeout does not count (the ranks'
+    launch checks: sim/launch.py, CheckSeconds).
     watchdog: None, or an object with `check(outcomes)` (called about every 0.1 s; raises
     DeadlockError when no rank can make progress) and `timeout_report()` (the report of a
     launch that timed out)."""
@@ -391,7 +393,7 @@ def collect(procs, pipes, timeout, start, watchdog=None):
                 raise DeadlockError(o[1], o[2])
             if o[0] == "timeout":
                 raise LaunchTimeoutError(o[1], o[2])
-        if time.monotonic() - start > timeout:
+        if time.monotonic() - start - (left_out() if left_out else 0.0) > timeout:
             dump_stacks(procs, outcomes)
             if watchdog is None:
                 late = ", ".join(str(r) for r, o in enumerate(outcomes) if o is None)
