@@ -50,6 +50,7 @@ def main():
     rank, world = common.init()
     sig = ash.aclshmem_create_tensor([1], dtype=torch.int32, device_id=rank)
     ret = ash.aclshmem_create_tensor([1], dtype=torch.int32, device_id=rank)
+    sig.zero_()         # aclshmem_malloc does not zero: rank 0 may read sig before rank 1 sets it
     dist.barrier()
     wait_until_retval[(1, 1, 1)](sig, ret, rank)
     dist.barrier()
