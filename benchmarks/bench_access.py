@@ -29,7 +29,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-README = os.path.join(ROOT, "README.md")
 BEGIN, END = "<!-- access:begin -->", "<!-- access:end -->"
 KERNELS = {"block": "32x32 fp32 block load+store, 1 program",
            "block4": "same, 4 programs",
@@ -176,13 +175,8 @@ def main():
             + "\n".join(rows))
     print(text)
     if a.readme:
-        with open(README) as f:
-            doc = f.read()
-        if BEGIN not in doc or END not in doc:
-            raise SystemExit(f"README.md has no {BEGIN} ... {END} block")
-        pre, rest = doc.split(BEGIN, 1)
-        with open(README, "w") as f:
-            f.write(pre + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1])
+        from bench_all import write_readme
+        write_readme(text, BEGIN, END)
         print("README.md: access-path table rewritten")
 
 

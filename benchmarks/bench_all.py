@@ -460,15 +460,16 @@ def targets(t) -> str:
     return "Targets: " + "; ".join(out) + "." if out else ""
 
 
-def write_readme(text: str) -> None:
+def write_readme(text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace what README.md holds between the markers `begin` and `end` with `text`."""
     with open(README) as f:
         doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} block in its Figures section")
-    pre, rest = doc.split(BEGIN, 1)
-    _, post = rest.split(END, 1)
+    if begin not in doc or end not in doc:
+        raise SystemExit(f"README.md has no {begin} ... {end} block in its Figures section")
+    pre, rest = doc.split(begin, 1)
+    _, post = rest.split(end, 1)
     with open(README, "w") as f:
-        f.write(pre + BEGIN + "\n" + text + "\n" + END + post)
+        f.write(pre + begin + "\n" + text + "\n" + end + post)
 
 
 def main():

@@ -188,42 +188,10 @@ def _check(args):
                                f"script on the NPU, or simulate it from an environment without {name}")
 
 
-# the packages whose modules a script imports at its top are imported by the launcher before
-# the ranks fork (warm ranks, issue 25); a script's own modules are left to the ranks
-WARM_PACKAGES = ("torch", "triton", "triton_dist", "numpy")
-_warm_done: set = set()
-
-
-def script_imports(path: str) -> list:
-    """The modules of WARM_PACKAGES the script imports at its top level (`import torch`,
-    `from triton_dist import kernels`: triton_dist and triton_dist.kernels), without running it."""
-    import ast
-    try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), filename=path)
-    except (OSError, SyntaxError, ValueError):
-        return []              # the rank runs it and reports what is wrong
-    out = []
-    body = list(tree.body)
-    for node in body:
-        if isinstance(node, ast.Try):           # `try: import x except ImportError: ...`
-            body.extend(node.body)
-        elif isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.append(node.module)
-            out += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
-    return [m for m in dict.fromkeys(out) if m.split(".")[0] in WARM_PACKAGES]
-
-
 def warm(path: str) -> None:
-    """Before the first launch of a script: import in this process what its ranks will
-    need (the backend's rank modules and the script's imports of WARM_PACKAGES)."""
-    if path in _warm_done:
-        return
-    from triton_dist import backend
-    backend.backend_class().warm(script_imports(path))
-    _warm_done.add(path)
+    """Before the first launch of a script: its ranks fork warm (triton_dist/launcher.py)."""
+    from triton_dist import launcher
+    launcher.warm_for_script(path)
 
 
 def _launch(args, seed=None, trace=None, events=None):

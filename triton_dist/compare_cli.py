@@ -77,6 +77,7 @@ def _compare(args) -> int:
             raise CliError(f"backend {name!r} cannot run here: it needs {', '.join(need)}")
     results = {}
     for name in names:
+        launcher.warm_for_script(args.script, name)      # the ranks fork warm
         try:
             results[name] = launcher.launch(script_values, args.script, list(args.args), world_size=args.nproc,
                                             backend=name, timeout=args.timeout)

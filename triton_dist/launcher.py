@@ -154,6 +154,45 @@ class recording:
         return False
 
 
+# the packages whose modules a script imports at its top are imported by the launcher before
+# the ranks fork (warm ranks, issue 25); a script's own modules are left to the ranks
+WARM_PACKAGES = ("torch", "triton", "triton_dist", "numpy")
+_warmed: set = set()
+
+
+def script_imports(path: str) -> list:
+    """The modules of WARM_PACKAGES the script imports at its top level (`import torch`,
+    `from triton_dist import kernels`: triton_dist and triton_dist.kernels), without running it."""
+    import ast
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return []              # the rank runs it and reports what is wrong
+    out = []
+    body = list(tree.body)
+    for node in body:
+        if isinstance(node, ast.Try):           # `try: import x except ImportError: ...`
+            body.extend(node.body)
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append(node.module)
+            out += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+    return [m for m in dict.fromkeys(out) if m.split(".")[0] in WARM_PACKAGES]
+
+
+def warm_for_script(path: str, backend: str | None = None) -> None:
+    """Before the first launch of a script (`triton-dist run / explore / replay / predict /
+    compare`): import in this process what its ranks will need, the backend's rank modules
+    and the script's imports of WARM_PACKAGES, so the forked ranks start warm."""
+    cls = _backend.backend_class(backend)
+    if (cls, path) in _warmed:
+        return
+    cls.warm(script_imports(path))
+    _warmed.add((cls, path))
+
+
 def _refuse_inside_a_rank(fn, world_size) -> None:
     """launch() in a process that is already a rank (torchrun, `triton-dist run`, a rank of
     launch) would start a whole simulation of world_size ranks inside every rank (torchrun),
