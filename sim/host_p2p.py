@@ -83,8 +83,11 @@ def _wrap(backend, name, kind, blocking, orig, post):
 
     @functools.wraps(orig)
     def p2p(tensor, peer=None, group=None, tag=0, **kw):
+        peer = kw.pop("dst" if kind == SEND else "src", peer)     # send(t, dst=1), recv(t, src=0)
         rt = context._runtime
-        if rt is None or host_collectives._busy():
+        if rt is None or host_collectives._busy() or getattr(_local, "posting", False):
+            # posting: torch's own call re-enters, through a torch function mode (the race
+            # check's host accesses, sim/race/host.py) that is handed c10d's global, i.e. us
             return orig(tensor, peer, group, tag, **kw)
         import torch.distributed as dist
         me = rt.rank
@@ -106,7 +109,11 @@ def _wrap(backend, name, kind, blocking, orig, post):
         src, dst = (me, peer) if kind == SEND else (peer, me)
         where = _caller()
         rt.sched.point("host " + name)
-        work = post(tensor, None if "group_dst" in kw or "group_src" in kw else peer, group, tag, **kw)
+        _local.posting = True
+        try:
+            work = post(tensor, None if "group_dst" in kw or "group_src" in kw else peer, group, tag, **kw)
+        finally:
+            _local.posting = False
         seq = None
         if peer is not None:
             seq = _sequence(kind, src, dst, tag)

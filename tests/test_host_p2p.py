@@ -151,3 +151,21 @@ def test_receive_from_any_rank_is_refused_under_a_schedule():
     with pytest.raises(triton_dist.RankError) as ei:
         triton_dist.launch(body, world_size=2, schedule="pct", seed=0, timeout=60)
     assert "pass src=" in ei.value.message, ei.value.message
+
+
+def _by_keyword():
+    r = triton_dist.rank()
+    t = torch.full((2,), float(r + 5))
+    if r == 0:
+        dist.send(t, dst=1)
+        return None
+    dist.recv(t, src=0)
+    return t.tolist()
+
+
+@pytest.mark.parametrize("schedule,seed", [("free", None), ("pct", 0)])
+def test_peer_given_by_keyword(schedule, seed):
+    """torch's own spelling, send(t, dst=1) / recv(t, src=0), is the same call (it was taken
+    for a receive from any rank)."""
+    res = triton_dist.launch(_by_keyword, world_size=2, schedule=schedule, seed=seed, timeout=60)
+    assert res.values[1] == [5.0, 5.0]              # rank 0's tensor
