@@ -126,7 +126,7 @@ def _missing(logs, x, y, C, comp) -> str:
     if ax.rank == ay.rank and (not y[11] or dma_y):
         return (f"cores {min(ax.core, ay.core)} and {max(ax.core, ay.core)} of rank {ax.rank} do not "
                 f"synchronise between these "
-                f"accesses (no barrier_all or signal from one to the other)")
+                f"accesses (no barrier_all, signal or sync_block_set/wait from one to the other)")
     return (f"{ay.who} did not wait on a signal set after that {NOUNS[x[5]]} "
             f"(nor meet {ax.who} at a barrier in between)")
 
