@@ -73,7 +73,10 @@ class HostAccesses(TorchFunctionMode):
                 self._record(name, args, kwargs)
             except Exception:   # noqa: BLE001 - recording must never change what the call does
                 pass
-        return func(*args, **kwargs)
+        # torch hands a function that checks for modes itself (torch.distributed's isend/irecv)
+        # over by its module-level name, which may be the simulator's wrapper of it
+        # (sim/host_p2p.py): call what the wrapper wraps, as the caller of the wrapper did
+        return getattr(func, "_triton_dist_orig", func)(*args, **kwargs)
 
     def _span(self, t):
         """[lo, hi) of a CPU tensor's elements if they lie in the symmetric heaps, else None."""
