@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+import dev_shm
 import triton
 import triton.language as tl
 
@@ -186,7 +188,7 @@ def _endless_kernel():
 @pytest.mark.parametrize("schedule", ["free", "pct"])
 @pytest.mark.parametrize("body", [_endless_host, _endless_kernel], ids=["host", "kernel"])
 def test_endless_loop_ends_in_a_timeout_report(body, schedule, capfd):
-    before = set(os.listdir("/dev/shm"))
+    before = dev_shm.ours()
     t = time.monotonic()
     with pytest.raises(triton_dist.LaunchTimeoutError, match="timed out after 3 s") as ei:
         triton_dist.launch(body, world_size=2, schedule=schedule, seed=1, timeout=3)
@@ -200,7 +202,7 @@ def test_endless_loop_ends_in_a_timeout_report(body, schedule, capfd):
     assert "Fatal Python error" not in err, err[-3000:]
     left = descendants(os.getpid())
     assert not left, f"processes left after the launch: {[(p, _stat(p)) for p in left]}"
-    assert set(os.listdir("/dev/shm")) <= before, set(os.listdir("/dev/shm")) - before
+    assert dev_shm.ours() <= before, dev_shm.ours() - before
 
 
 # ---- a kept exception holds nothing --------------------------------------------------------------
@@ -278,7 +280,7 @@ triton_dist.init()
 """
 
 
-FAKE_TAG = "0123456789ab"      # the segments test_init_sweeps_segments_of_dead_processes plants
+FAKE_TAG = dev_shm.PLANTED_TAG  # the segments test_init_sweeps_segments_of_dead_processes plants
 
 
 def _tdist_segments():
