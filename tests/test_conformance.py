@@ -16,28 +16,18 @@ Model differences (none of these cases hits one; each is documented where it liv
   case's bfloat16 column is checked against torch's conversion instead.
 """
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import triton_dist
 
+import plain_interpreter
 import conformance_cases as C
-
-HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def plain():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_DIST")}
-    env["TRITON_INTERPRET"] = "1"
-    p = subprocess.run([sys.executable, str(HERE / "conformance_cases.py")], capture_output=True, text=True,
-                       timeout=600, env=env, cwd=HERE)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return plain_interpreter.outcomes("conformance_cases.py", timeout=600)
 
 
 def _same(name, got, want):

@@ -7,11 +7,6 @@ same type with the same cause and the same text, and add where it happened.  Bef
 re-raised ValueError/AssertionError/AttributeError, and `pytest.raises(triton.TritonError)`
 stopped matching (33 cases of Triton's test_core.py failed only for that, issue 26).
 """
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,19 +16,13 @@ from triton.runtime.errors import InterpreterError
 import triton_dist
 import triton_dist.language as dl
 
+import plain_interpreter
 import kernel_error_cases as K
-
-HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def plain():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_DIST")}
-    env["TRITON_INTERPRET"] = "1"
-    p = subprocess.run([sys.executable, str(HERE / "kernel_error_cases.py")], capture_output=True, text=True,
-                       timeout=300, env=env, cwd=HERE)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return plain_interpreter.outcomes("kernel_error_cases.py", timeout=300)
 
 
 def _outcomes(grid):
