@@ -73,27 +73,45 @@ class Dispatch:
         self.ncores = max(1, min(ncores, self.nprog))
         self.kind = kind
         self._next = 0
+        self._first = None      # the first round's programs not yet taken by their cores (first_round)
         self._lock = threading.Lock()
 
+    def first_round(self) -> None:
+        """Dispatch the first round now, program p to core p (the NPU starts a block on every
+        core at once, sim/device.py), each taken by its core whenever that core first asks:
+        a scheduler that starts its cores one at a time (sim/schedulers/free.py) keeps the
+        mapping the NPU has.  The rest are handed out in order as cores free up."""
+        rt = self.rt
+        self._first = set(range(self.ncores))
+        self._next = self.ncores
+        for p in range(self.ncores):
+            rt.board.dispatched(rt.rank, p, p)
+            rt.board.set_state(rt.rank, p, B.RUNNING)   # started, as far as the watchdog goes
+
     def pending(self) -> bool:
-        return self._next < self.nprog and not self.rt.abort.is_set()
+        return (self._next < self.nprog or bool(self._first)) and not self.rt.abort.is_set()
 
     def next(self, phys: int):
         """The next program, now on core `phys`; None when all are dispatched (or one failed)."""
+        rt = self.rt
         with self._lock:
-            if self._next >= self.nprog or self.rt.abort.is_set():
+            if rt.abort.is_set() or (self._next >= self.nprog and not (self._first and phys in self._first)):
                 # the core is done only now: between two programs it stays running, so the
                 # watchdog never takes a core about to start its next program for a stuck one
-                self.rt.board.set_state(self.rt.rank, phys, B.DONE)
+                rt.board.set_state(rt.rank, phys, B.DONE)
                 return None
-            i = self._next
-            self._next += 1
+            if self._first and phys in self._first:
+                self._first.discard(phys)
+                i, counted = phys, True         # on the board since first_round
+            else:
+                i, counted = self._next, False
+                self._next += 1
         g = self.grid
         block, sub = divmod(i, self.sub_blocks)
         x, rest = divmod(block, g[1] * g[2])
         y, z = divmod(rest, g[2])
-        rt = self.rt
-        rt.board.dispatched(rt.rank, phys, i)
+        if not counted:
+            rt.board.dispatched(rt.rank, phys, i)
         c = CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
         if self.split_vec:
             with self._lock:

@@ -140,3 +140,33 @@ def test_threads_are_bounded_by_the_cores(four_cores):
     out, threads = res.values[0]
     assert out == list(range(1, 201))
     assert threads == 4
+
+
+@triton.jit
+def beat_while_waiting(flag, beat):
+    # program 0 polls a flag that program 3 sets, storing a heartbeat every round: a poll the
+    # spin watch never calls a wait (it writes), so only LAZY_START_SECONDS starts the other cores
+    # (a block load: it reads memory, where a scalar load would read its core's cached line)
+    pid = tl.program_id(0)
+    two = tl.arange(0, 2)
+    if pid == 0:
+        i = 0
+        while tl.sum(tl.load(flag + two)) == 0:
+            i += 1
+            tl.store(beat, i)
+    if pid == tl.num_programs(0) - 1:
+        tl.store(flag + two, tl.full((2,), 1, tl.int32), mask=two == 0)
+
+
+def _beat_while_waiting():
+    flag = triton_dist.symm_tensor((2,), torch.int32)
+    beat = triton_dist.symm_tensor((1,), torch.int32)
+    beat_while_waiting[(4,)](flag, beat)
+    return flag[0].item(), beat.item() > 0
+
+
+def test_free_starts_every_core_even_under_a_poll_that_writes(four_cores):
+    """The free schedule starts a core's thread when the running ones wait or end (sim/
+    schedulers/free.py); a poll that also writes is neither, and still sees program 3 run."""
+    res = triton_dist.launch(_beat_while_waiting, world_size=1, schedule="free", timeout=60)
+    assert res.values[0] == (1, True)
