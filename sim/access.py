@@ -124,6 +124,17 @@ def _active(ptrs: np.ndarray, mask: np.ndarray | None):
 
 
 _ALL: dict = {}
+_ZEROS: dict = {}
+
+
+def _zeros(shape, np_dtype):
+    """Zeros of that shape and dtype (read-only, shared): the `other` of an unmasked load."""
+    key = (shape, np_dtype)
+    z = _ZEROS.get(key)
+    if z is None:
+        z = _ZEROS[key] = np.zeros(shape, dtype=np_dtype)
+        z.flags.writeable = False
+    return z
 
 
 def _all(ptrs):
@@ -173,6 +184,8 @@ def _unowned_load(rt, ptrs, mask, other, np_dtype, base):
     instance's load is the one the caches, the DMA order and the race detector see)."""
     if mask is None:
         mask = _all(ptrs)
+    if other is None:
+        other = _zeros(ptrs.shape, np_dtype)
     sel, _ = _active(ptrs, mask)
     if not sel.size:
         return _cpu.load(ptrs, mask, other, np_dtype)
@@ -185,7 +198,8 @@ def _unowned_load(rt, ptrs, mask, other, np_dtype, base):
     return out
 
 
-def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar: bool, base=None) -> np.ndarray:
+def load(ptrs: np.ndarray, mask, other, np_dtype, scalar: bool, base=None) -> np.ndarray:
+    """mask None: every lane is active (an unmasked tl.load); other None: zeros."""
     rt = context.runtime()
     c = context.core()          # looked up once: the calling thread's core stays the same throughout
     if not _owned(core_split.LOAD, c):
@@ -194,6 +208,10 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
         return _scalar_load(rt, c, ptrs, mask, other, np_dtype, base)
     itemsize = _itemsize(np_dtype)
     sel, m = _active(ptrs, mask)
+    if mask is None:
+        mask = _all(ptrs)
+    if other is None:
+        other = _zeros(ptrs.shape, np_dtype)
     if not sel.size:
         rt.sched.point("load" if not scalar else "scalar load", 0)
         return _cpu.load(ptrs, mask, other, np_dtype)
@@ -217,8 +235,8 @@ def load(ptrs: np.ndarray, mask: np.ndarray, other: np.ndarray, np_dtype, scalar
 
 def _scalar_load(rt, c, ptrs, mask, other, np_dtype, base):
     """A scalar tl.load: through the core's data cache (sim/cache.py)."""
-    if not mask.item(0):
-        return other
+    if mask is not None and not mask.item(0):
+        return other if other is not None else _zeros(ptrs.shape, np_dtype)
     addr = ptrs.item(0)
     itemsize = _itemsize(np_dtype)
     hi = addr + itemsize
@@ -241,7 +259,8 @@ def _scalar_load(rt, c, ptrs, mask, other, np_dtype, base):
     return res
 
 
-def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, base=None) -> None:
+def store(ptrs: np.ndarray, value: np.ndarray, mask, scalar: bool, base=None) -> None:
+    """mask None: every lane is active (an unmasked tl.store)."""
     rt = context.runtime()
     c = context.core()
     if not _owned(core_split.STORE, c):     # the other core's store (sim/core_split.py)
@@ -269,7 +288,7 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
         a.ptrs = np.array(ptrs)
         dma.issue(c, lo, hi, a.land, a.site)
     else:
-        _cpu.store(ptrs, value, mask)
+        _cpu.store(ptrs, value, mask if mask is not None else _all(ptrs))
         rt.sched.wrote()
         if obs is not None:
             a = Access(rt, STORE, MEMORY, KERNEL, scalar, lo, hi, sel, value.dtype, value, m, _site(), c)
@@ -281,7 +300,7 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask: np.ndarray, scalar: bool, b
 def _scalar_store(rt, c, ptrs, value, mask, base):
     """A scalar tl.store: a 1-element DMA in flight (triton-ascend's lowering), or through the
     data cache under ascend-scalar-cache (sim/cache.py)."""
-    if not mask.item(0):
+    if mask is not None and not mask.item(0):
         return
     addr = ptrs.item(0)
     dtype = value.dtype

@@ -132,6 +132,19 @@ def _masked_store(self, ptrs, value, mask, *_policy, **_named_policy):
     return access.store(ptrs.data, value.data, _mask(mask), getattr(_access, "scalar", False), _operand_base(ptrs))
 
 
+# An unmasked tl.load / tl.store: Triton's builder makes an all-true mask (np.ones_like) and
+# hands it to the masked op, which then tests every lane of it; here the mask is None (every
+# lane active: sim/access.py never builds or tests one).  Same trailing policy arguments.
+def _load(self, ptr, *_policy, **_named_policy):
+    dtype_tt = ptr.get_element_ty()
+    return TensorHandle(access.load(ptr.data, None, None, np_dtype_of(dtype_tt), getattr(_access, "scalar", False),
+                                    _operand_base(ptr)), dtype_tt)
+
+
+def _store(self, ptr, value, *_policy, **_named_policy):
+    return access.store(ptr.data, value.data, None, getattr(_access, "scalar", False), _operand_base(ptr))
+
+
 def _atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
     op = self.ir_rmw_op_to_interpreter_rmw_op[rmwOp]
     sem = self.ir_sem_to_interpreter_sem[sem]
@@ -167,6 +180,17 @@ def _addptr(orig):
 def _keeps_base(orig, *pos):
     """A pointer-moving op (splat, broadcast, reshape, ...): the result keeps the base of its
     pointer operands at positions `pos` when they agree."""
+    if len(pos) == 1:           # most of them (splat, broadcast, reshape): one operand, no set
+        i = pos[0]
+
+        def op1(self, *args):
+            out = orig(self, *args)
+            base = _operand_base(args[i])
+            if base is not None and isinstance(out, TensorHandle):
+                out.attr[_BASE] = base
+            return out
+        return op1
+
     def op(self, *args):
         out = orig(self, *args)
         bases = {_operand_base(args[i]) for i in pos}
@@ -515,6 +539,8 @@ def install() -> None:
     B.create_get_num_programs = _num_programs
     B.create_masked_load = _masked_load
     B.create_masked_store = _masked_store
+    B.create_load = _load
+    B.create_store = _store
     B.create_atomic_rmw = _atomic_rmw
     B.create_atomic_cas = _atomic_cas
     S = _semantic_mod.TritonSemantic
