@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import struct
 import threading
 
 import multiprocess as mp
@@ -39,7 +40,7 @@ from triton_dist import lifeline
 from triton_dist.errors import DeadlockError, TritonDistError
 from triton_dist.symbols import CACHE_LINE_BYTES
 
-from .. import dma
+from .. import affinity, dma
 from ..board import cut, text
 
 EVENTS = 4096                # size of the shared event ring
@@ -61,6 +62,15 @@ CURRENT, ARRIVED, LEAVING = range(3)
 EVENT = np.dtype([("seq", "u8"), ("step", "u8"), ("rank", "i4"), ("core", "i4"), ("op", "S28"), ("where", "S64"),
                   ("heap", "i4"), ("buf", "S40"), ("addr", "u8"), ("value", "i8"), ("wide", "u1"),
                   ("seen", "i8"), ("seen_f", "f8"), ("has_seen", "u1")])    # has_seen: 1 int, 2 float
+# The same record as struct formats over the mapping (numpy's record is packed, no padding):
+# a record is written at every scheduling point, and struct.pack_into costs a fraction of a
+# numpy record assignment from a tuple.
+_EVENT_PACK = struct.Struct("<QQii28s64si40sQqB")          # seq .. wide (seen* zeroed apart)
+_SEEN_PACK = struct.Struct("<qdB")                          # seen, seen_f, has_seen
+_SEQ = struct.Struct("<Q")
+_SEEN_AT = EVENT.fields["seen"][1]
+assert _EVENT_PACK.size == _SEEN_AT and _SEEN_AT + _SEEN_PACK.size == EVENT.itemsize
+_NOT_SEEN = _SEEN_PACK.pack(0, 0.0, 0)
 
 
 def _int64(v) -> int:
@@ -68,6 +78,20 @@ def _int64(v) -> int:
     v = int(np.asarray(v).ravel()[0]) if np.ndim(v) else int(v)
     v %= 1 << 64
     return v - (1 << 64) if v >= 1 << 63 else v
+
+
+_CUTS: dict = {}
+
+
+def _cut(text: str, nbytes: int) -> bytes:
+    """board.cut, remembered: a few dozen op names and kernel lines recur at every point."""
+    key = (text, nbytes)
+    b = _CUTS.get(key)
+    if b is None:
+        if len(_CUTS) > 4096:
+            _CUTS.clear()
+        b = _CUTS[key] = cut(text, nbytes)
+    return b
 
 
 def splitmix64(state: int):
@@ -102,6 +126,7 @@ class SharedSchedule:
             setattr(self, name, np.frombuffer(self._mm, dtype=t, count=k, offset=off))
             off += np.dtype(t).itemsize * k
         self.events = np.frombuffer(self._mm, dtype=EVENT, count=EVENTS, offset=off)
+        self.events_at = off            # where the ring starts in the mapping (_record writes there)
         off += EVENT.itemsize * EVENTS
         # posted torch.distributed sends / receives: [send or receive, src, dst, tag % P2P_TAGS]
         self.p2p = np.frombuffer(self._mm, dtype=np.int64, count=2 * world_size * world_size * P2P_TAGS,
@@ -231,19 +256,23 @@ class DeterministicScheduler:
                 if b.heap_rank is not None:
                     heap = b.heap_rank
                 else:
-                    buf = cut(b.name, 40)
+                    buf = _cut(b.name, 40)
                 addr = addr - b.start
-        step = int(self.sh.u[STEPS])
-        rank, core = self.sh.who(slot)
+        sh = self.sh
+        u = sh.u
+        step = int(u[STEPS])
+        rank, core = divmod(slot, sh.per_rank)
         value, wide = int(value), 0
         if not -(1 << 63) <= value < 1 << 63:       # a uint64 signal value
             value %= 1 << 64
             if value >= 1 << 63:
                 value, wide = value - (1 << 64), 1
-        seq = int(self.sh.u[RECORDS])
-        self.sh.u[RECORDS] = seq + 1
-        self.sh.events[seq % EVENTS] = (seq + 1, step, rank, core, cut(op, 28), cut(where, 64), heap,
-                                        buf, addr, value, wide, 0, 0.0, 0)
+        seq = int(u[RECORDS])
+        u[RECORDS] = seq + 1
+        at = sh.events_at + (seq % EVENTS) * EVENT.itemsize
+        _EVENT_PACK.pack_into(sh._mm, at, seq + 1, step, rank, core - 1, _cut(op, 28), _cut(where, 64), heap,
+                              buf, addr, value, wide)
+        sh._mm[at + _SEEN_AT:at + EVENT.itemsize] = _NOT_SEEN
         self._local.last = seq
 
     def saw(self, value, mask=None) -> None:
@@ -252,19 +281,27 @@ class DeterministicScheduler:
         seq = getattr(self._local, "last", None)
         if seq is None:
             return
-        e = self.sh.events[seq % EVENTS]
-        if int(e["seq"]) == seq + 1:
-            v = np.asarray(value)
-            v = v[np.broadcast_to(mask, v.shape)] if mask is not None and v.ndim else v.ravel()
+        sh = self.sh
+        at = sh.events_at + (seq % EVENTS) * EVENT.itemsize
+        if _SEQ.unpack_from(sh._mm, at)[0] != seq + 1:
+            return
+        v = np.asarray(value)
+        if mask is not None and v.ndim:
+            v = v[np.broadcast_to(mask, v.shape)]
             if not v.size:
                 return
-            if v.dtype.kind == "f":
-                e["seen_f"], e["has_seen"] = float(v[0]), 2
-            else:
-                try:
-                    e["seen"], e["has_seen"] = _int64(v[0]), 1
-                except (TypeError, ValueError, OverflowError):
-                    pass
+            first = v[0]
+        else:
+            if not v.size:
+                return
+            first = v.flat[0]
+        if v.dtype.kind == "f":
+            _SEEN_PACK.pack_into(sh._mm, at + _SEEN_AT, 0, float(first), 2)
+        else:
+            try:
+                _SEEN_PACK.pack_into(sh._mm, at + _SEEN_AT, _int64(first), 0.0, 1)
+            except (TypeError, ValueError, OverflowError, struct.error):
+                pass
 
     def landed(self, a) -> None:
         """Observer (sim/observers.py): a store in flight reached memory: a record of its own."""
@@ -287,6 +324,17 @@ class DeterministicScheduler:
         cand = np.flatnonzero(sh.state == RUNNABLE)
         if cand.size == 0:
             self._deadlock("no task can run: every unfinished task is blocked")
+        if sh.spinning[cand].any():
+            cand = self._not_stuck(cand)
+        nxt = int(self.choose(cand, me))
+        u = sh.u
+        u[STEPS] += 1
+        u[DIGEST] = ((int(u[DIGEST]) ^ (nxt + 1)) * 0x100000001B3) & MASK64
+        return nxt
+
+    def _not_stuck(self, cand):
+        """The candidates less those spinning with nothing written since they looked."""
+        sh = self.sh
         # A task spinning in a wait is blocked until something is written somewhere: polling
         # again before that can only see the same value.
         unchanged = sh.poll_epoch[cand] == sh.u[EPOCH]
@@ -307,11 +355,7 @@ class DeterministicScheduler:
                 cand = cand[~polling]
             else:
                 cand = cand[[int(sh.polled_at[cand].argmin())]]
-        nxt = int(self.choose(cand, me))
-        u = sh.u
-        u[STEPS] += 1
-        u[DIGEST] = ((int(u[DIGEST]) ^ (nxt + 1)) * 0x100000001B3) & MASK64
-        return nxt
+        return cand
 
     def _switch(self, me: int, nxt: int, wait: bool = True) -> None:
         """Hand the baton to nxt; if wait, block until it comes back to me."""
@@ -321,16 +365,20 @@ class DeterministicScheduler:
         self.sh.sems[nxt].release()     # before CURRENT: a poller that sees CURRENT finds it released
         self.sh.i[CURRENT] = nxt
         if wait:
-            self._acquire(me)
+            # a thread of this process holds it now: polling would only fight it for the GIL
+            self._acquire(me, poll=nxt // self.sh.per_rank != self.rank)
 
-    def _acquire(self, me: int) -> None:
+    def _acquire(self, me: int, poll: bool = True) -> None:
         sem = self.sh.sems[me]
         if not sem.acquire(False):
             # Waking a sleeping process costs ~40 us; the baton usually comes back within a
             # few steps, so first poll the shared word with sched_yield (which also lets
-            # the GIL and the CPU go to whoever holds the baton), then sleep.
+            # the CPU go to whoever holds the baton), then sleep.  Not when the baton went to
+            # another thread of this process: each poll takes the GIL back from the thread
+            # that holds the baton (4 cores of one rank under random: a round of the block
+            # loop cost 1.3x as much CPU with the polls as without, benchmarks/bench_access.py).
             cur = self.sh.i
-            for _ in range(self.spins):
+            for _ in range(self.spins if poll else 0):
                 if cur[CURRENT] == me:
                     break
                 os.sched_yield()
@@ -449,8 +497,11 @@ class DeterministicScheduler:
             rt.abort.set()
             self._abort_local([x for x in slots if x != s], host)
 
+        cpu = affinity.kernel_cpu(len(slots))     # warm hand-offs between them (sim/affinity.py)
+
         def run(phys, s):
             self._local.slot = s
+            affinity.pin(cpu)
             c = None
             try:
                 self._acquire(s)
