@@ -36,7 +36,9 @@ RACY_UNCHECKED = RACY.replace('assert out.item() == triton_dist.world_size(), f"
 HELLO = textwrap.dedent('''
     import sys, triton_dist
     triton_dist.init()
-    print(f"rank {triton_dist.rank()} of {triton_dist.world_size()} args {sys.argv[1:]}")
+    # one write per line: print() writes the text and the newline apart, and under load the
+    # ranks' lines interleave between the two ("rank 1 of 3 ...rank 2 of 3 ...")
+    sys.stdout.write(f"rank {triton_dist.rank()} of {triton_dist.world_size()} args {sys.argv[1:]}\\n")
     sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 and triton_dist.rank() == 1 else 0)
 ''')
 
