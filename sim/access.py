@@ -249,7 +249,8 @@ def _scalar_load(rt, c, ptrs, mask, other, np_dtype, base):
         initcheck.check(rt, addr, None, "scalar tl.load", _site())
     out = rt.memory.scalar_load(addr, np_dtype)
     rt.sched.saw(out)
-    res = np.full(ptrs.shape, out, dtype=np_dtype)
+    res = np.empty(ptrs.shape, dtype=np_dtype)
+    res.fill(out)
     obs = rt.access_observers
     if obs is not None:
         route = CACHE if c is not None else MEMORY
