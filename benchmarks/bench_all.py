@@ -452,8 +452,9 @@ def targets(t) -> str:
           f"CPU time {t.get('explore_cold:cpu', 'ratio') or 0:.2f}x, wall {t.get('explore_cold', 'ratio') or 0:.2f}x; "
           f"{t.get('explore_cold_vs_all:cpu', 'ratio') or 0:.2f}x of its imports + exploration (the fresh command "
           f"imports torch and triton_dist once, {t.get('explore_imports:cpu') or 0:.1f} s CPU)")
-    check("200 seeds of a 2-rank script in under a minute", t.get("explore_many:cpu"), 60.0,
-          f"CPU time {t.get('explore_many:cpu') or 0:.0f} s, wall {t.get('explore_many') or 0:.0f} s")
+    # a minute of the user's time: the wall clock (its CPU time is shown beside it)
+    check("200 seeds of a 2-rank script in under a minute", t.get("explore_many"), 60.0,
+          f"wall {t.get('explore_many') or 0:.0f} s, CPU time {t.get('explore_many:cpu') or 0:.0f} s")
     for sched in ("random", "pct"):
         check(f">= 20,000 scheduler steps/s ({sched})", t.get(f"steps/{sched}"), 20000,
               f"{(t.get(f'steps/{sched}') or 0) / 1000:.1f} k", le=False)
