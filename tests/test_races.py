@@ -621,8 +621,10 @@ def _hello_allgather(tmp_path, mutate):
 def test_host_read_after_a_kernel_that_waited_too_little_is_a_race(tmp_path):
     main, src = _hello_allgather(tmp_path, mutate=True)
     read_line = next(i for i, ln in enumerate(src.splitlines(), 1) if "torch.equal(gathered" in ln)
-    for _ in range(3):     # before issue 26 item 3: 3 of 3 race checks passed
-        res = triton_dist.launch(main, world_size=4, race_check="report", timeout=60)
+    # before issue 26 item 3: 3 of 3 race checks passed; pct seed 0 puts the put first, seed 1
+    # the host's read (both orders must name both fixes: the missing wait and the barrier)
+    for schedule, seed in (("free", None), ("free", None), ("free", None), ("pct", 0), ("pct", 1)):
+        res = triton_dist.launch(main, world_size=4, race_check="report", timeout=60, schedule=schedule, seed=seed)
         # the values are right in most runs (the mutant's own check catches it now and then) ...
         (r,) = res.races                         # ... the race is reported in every run
         # Ranks 0-2 each read the slot of rank 3 they did not wait for; one race is reported, in

@@ -143,9 +143,15 @@ def _missing_host(ax, ay, x, y, host_x, host_y) -> str:
                 f"them waited on a signal set after that {NOUNS[x[5]]}; wait for that signal in the kernel "
                 f"(a dl.wait covering every slot a peer signals) or call triton_dist.barrier() before the host "
                 f"touches it")
+    # the host's access came first in time; the peer's kernel may have been launched after it
+    # or before it (then this rank's kernel ended without waiting for the peer's signal): which
+    # one depends on the timing, so both fixes are named
     return (f"the host code of rank {ax.rank} {verb[x[5]]} it (torch) while {ay.who}'s {NOUNS[y[5]]} may still run: nothing "
-            f"orders the two (a kernel launched after the host access orders only its own rank's cores); "
-            f"call triton_dist.barrier() between the host access and the peer's kernel")
+            f"orders the two (a kernel launched after the host access orders only its own rank's cores, and a "
+            f"kernel's end only what its own cores did and waited for); call triton_dist.barrier() between the "
+            f"host access and the peer's kernel, or, if the peer's kernel runs before the host access, wait in "
+            f"this rank's kernel for the signal the peer sets after its {NOUNS[y[5]]} (a dl.wait covering every "
+            f"slot a peer signals)")
 
 
 def _signal_after(logs, x, y, C) -> str:
