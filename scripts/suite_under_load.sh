@@ -6,11 +6,11 @@
 #
 #   bash scripts/suite_under_load.sh [pytest arguments]      (HOGS=N to change the hog)
 #
-# It runs the suite as scripts/test.sh does (the same --npu-compile sources), without the
-# extra triton venvs; the load average at the start and the end is printed beside the result.
+# The suite is scripts/test.sh's (setup, then the whole suite with its --npu-compile sources),
+# without the extra triton venvs; the load average at the start and the end is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh         # before the hog: setting up is not what is measured
 HOGS=${HOGS:-4}
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -21,12 +21,8 @@ for _ in $(seq "$HOGS"); do
 done
 sleep 5      # let the hog reach the load average
 echo "[suite under load] $HOGS busy processes beside the suite; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-NPU_COMPILE=()
-if [ "${TRITON_DIST_NPU_COMPILE-1}" != 0 ]; then
-  NPU_COMPILE=(--npu-compile --npu-compile-sources triton_dist/kernels,examples,tests/upstream_scenarios)
-fi
 start=$(date +%s)
 rc=0
-.venv/bin/python -m pytest -n auto -q "${NPU_COMPILE[@]}" "$@" || rc=$?
+TRITON_DIST_EXTRA_TRITONS="" bash scripts/test.sh "$@" || rc=$?
 echo "[suite under load] rc $rc in $(( $(date +%s) - start )) s beside $HOGS busy processes; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 exit $rc

@@ -111,8 +111,7 @@ class Board:
         self.rec = np.frombuffer(self._mm, dtype=RECORD, count=n).reshape(world_size, cores + 1)
         # how many writes to device memory every rank made so far (the free schedule counts
         # them): a waiting task that looked before the latest one may yet see a change
-        self.writes = np.frombuffer(self._mm, dtype=np.int64, count=1, offset=RECORD.itemsize * n)
-        # the same word as a ctypes integer: wrote() runs at every write of every task, and
+        # the write count, as a ctypes integer: wrote() runs at every write of every task, and
         # `+= 1` on a ctypes value costs a fraction of a numpy element's round trip
         self._writes = ctypes.c_int64.from_buffer(self._mm, RECORD.itemsize * n)
 

@@ -95,22 +95,23 @@ class Dispatch:
         """The next program, now on core `phys`; None when all are dispatched (or one failed)."""
         rt = self.rt
         with self._lock:
-            if rt.abort.is_set() or (self._next >= self.nprog and not (self._first and phys in self._first)):
+            reserved = bool(self._first) and phys in self._first    # on the board since first_round
+            if rt.abort.is_set() or (self._next >= self.nprog and not reserved):
                 # the core is done only now: between two programs it stays running, so the
                 # watchdog never takes a core about to start its next program for a stuck one
                 rt.board.set_state(rt.rank, phys, B.DONE)
                 return None
-            if self._first and phys in self._first:
+            if reserved:
                 self._first.discard(phys)
-                i, counted = phys, True         # on the board since first_round
+                i = phys
             else:
-                i, counted = self._next, False
+                i = self._next
                 self._next += 1
         g = self.grid
         block, sub = divmod(i, self.sub_blocks)
         x, rest = divmod(block, g[1] * g[2])
         y, z = divmod(rest, g[2])
-        if not counted:
+        if not reserved:
             rt.board.dispatched(rt.rank, phys, i)
         c = CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
         if self.split_vec:

@@ -126,7 +126,7 @@ class SharedSchedule:
             setattr(self, name, np.frombuffer(self._mm, dtype=t, count=k, offset=off))
             off += np.dtype(t).itemsize * k
         self.events = np.frombuffer(self._mm, dtype=EVENT, count=EVENTS, offset=off)
-        self.events_at = off            # where the ring starts in the mapping (_record writes there)
+        self._events_at = off           # where the ring starts in the mapping (write_event writes there)
         off += EVENT.itemsize * EVENTS
         # posted torch.distributed sends / receives: [send or receive, src, dst, tag % P2P_TAGS]
         self.p2p = np.frombuffer(self._mm, dtype=np.int64, count=2 * world_size * world_size * P2P_TAGS,
@@ -137,6 +137,19 @@ class SharedSchedule:
         self.i[CURRENT] = -1
         self.u[RNG] = self.u[SEED] = seed & MASK64
         self.u[DIGEST] = 0xCBF29CE484222325
+
+    def write_event(self, seq: int, *fields) -> None:
+        """Record number seq (fields: seq + 1 .. wide of EVENT, in order), nothing seen yet."""
+        at = self._events_at + (seq % EVENTS) * EVENT.itemsize
+        _EVENT_PACK.pack_into(self._mm, at, *fields)
+        self._mm[at + _SEEN_AT:at + EVENT.itemsize] = _NOT_SEEN
+
+    def write_seen(self, seq: int, seen: int, seen_f: float, kind: int) -> None:
+        """What record seq's access read (kind 1: the int seen, 2: the float seen_f), if the
+        ring still holds that record."""
+        at = self._events_at + (seq % EVENTS) * EVENT.itemsize
+        if _SEQ.unpack_from(self._mm, at)[0] == seq + 1:
+            _SEEN_PACK.pack_into(self._mm, at + _SEEN_AT, seen, seen_f, kind)
 
     def slot_of(self, rank: int, core: int) -> int:
         return rank * self.per_rank + (0 if core < 0 else 1 + core)
@@ -269,10 +282,7 @@ class DeterministicScheduler:
                 value, wide = value - (1 << 64), 1
         seq = int(u[RECORDS])
         u[RECORDS] = seq + 1
-        at = sh.events_at + (seq % EVENTS) * EVENT.itemsize
-        _EVENT_PACK.pack_into(sh._mm, at, seq + 1, step, rank, core - 1, _cut(op, 28), _cut(where, 64), heap,
-                              buf, addr, value, wide)
-        sh._mm[at + _SEEN_AT:at + EVENT.itemsize] = _NOT_SEEN
+        sh.write_event(seq, seq + 1, step, rank, core - 1, _cut(op, 28), _cut(where, 64), heap, buf, addr, value, wide)
         self._local.last = seq
 
     def saw(self, value, mask=None) -> None:
@@ -280,10 +290,6 @@ class DeterministicScheduler:
         the event log shows the first)."""
         seq = getattr(self._local, "last", None)
         if seq is None:
-            return
-        sh = self.sh
-        at = sh.events_at + (seq % EVENTS) * EVENT.itemsize
-        if _SEQ.unpack_from(sh._mm, at)[0] != seq + 1:
             return
         v = np.asarray(value)
         if mask is not None and v.ndim:
@@ -296,10 +302,10 @@ class DeterministicScheduler:
                 return
             first = v.flat[0]
         if v.dtype.kind == "f":
-            _SEEN_PACK.pack_into(sh._mm, at + _SEEN_AT, 0, float(first), 2)
+            self.sh.write_seen(seq, 0, float(first), 2)
         else:
             try:
-                _SEEN_PACK.pack_into(sh._mm, at + _SEEN_AT, _int64(first), 0.0, 1)
+                self.sh.write_seen(seq, _int64(first), 0.0, 1)
             except (TypeError, ValueError, OverflowError, struct.error):
                 pass
 
