@@ -127,6 +127,8 @@ def _packed(gap):
     sig = triton_dist.symm_tensor((64,), torch.int32)
     triton_dist.barrier()
     packed_slots[(1,)](sig, GAP=gap)
+    triton_dist.barrier()
+    return [int(sig[0]), int(sig[gap])]
 
 
 def test_a_set_lost_in_one_cache_line_says_cache_line_and_the_padding():
@@ -150,7 +152,8 @@ def test_a_set_lost_in_one_cache_line_says_cache_line_and_the_padding():
 
 def test_slots_a_cache_line_apart_lose_nothing():
     for s in SEEDS:
-        triton_dist.launch(_packed, 16, world_size=3, schedule="random", seed=s, timeout=30)
+        res = triton_dist.launch(_packed, 16, world_size=3, schedule="random", seed=s, timeout=30)
+        assert res.values[2] == [1, 1]           # rank 2 holds both SETs
 
 
 # ---- never: a wait on a slot nothing signals ----------------------------------------------------------
@@ -168,6 +171,8 @@ def _wrong_slot(slot):
     sig = triton_dist.symm_tensor((64,), torch.int32)
     triton_dist.barrier()
     wrong_slot[(1,)](sig, WAIT_SLOT=slot)
+    stride = getattr(shm.SIGNAL_SLOT_STRIDE_INT32, "value", shm.SIGNAL_SLOT_STRIDE_INT32)   # a tl.constexpr
+    return int(sig[slot * stride])
 
 
 @pytest.mark.parametrize("schedule,seed", [("free", None), ("pct", 2)])
@@ -186,7 +191,7 @@ def test_a_wait_on_a_slot_nothing_signals_says_never_and_names_the_nearest(sched
 
 
 def test_a_wait_on_the_signalled_slot_passes():
-    triton_dist.launch(_wrong_slot, 2, world_size=2, timeout=30)
+    assert triton_dist.launch(_wrong_slot, 2, world_size=2, timeout=30).values[1] == 1
 
 
 # ---- stale cache line: a spin on plain scalar loads ------------------------------------------------------

@@ -36,6 +36,7 @@ def _verdict(board, heaps=(), judge=True):
     for _ in range(5):
         wd.check([None] * board.world_size)
         time.sleep(0.002)
+    return wd.stuck([None] * board.world_size)     # its judgement, when it raised no verdict
 
 
 def _waiting(board, heap, awaited=1, seen=0, cond=B.COND_EQ, looked=True):
@@ -55,7 +56,7 @@ def _heap(value):
 def test_a_wait_whose_slot_already_holds_the_value_is_not_stuck(no_stall):
     board, heap = B.Board(1, cores=2), _heap(1)        # the signal arrived; the waiter has not run since
     _waiting(board, heap)
-    _verdict(board, [heap])
+    assert not _verdict(board, [heap])
 
 
 def test_a_wait_whose_slot_does_not_hold_it_is_a_deadlock(no_stall):
@@ -74,7 +75,7 @@ def test_each_kind_of_wait_is_re_read(no_stall, cond, awaited, value, over):
     board, heap = B.Board(1, cores=2), _heap(value)
     _waiting(board, heap, awaited=awaited, seen=0, cond=cond)
     if over:
-        _verdict(board, [heap])
+        assert not _verdict(board, [heap])
     else:
         with pytest.raises(DeadlockError):
             _verdict(board, [heap])
@@ -84,7 +85,7 @@ def test_a_waiter_that_has_not_looked_since_the_last_write_is_not_stuck(no_stall
     board, heap = B.Board(1, cores=2), _heap(0)
     _waiting(board, heap, looked=False)
     board.wrote()                                     # someone wrote after the waiter's last look
-    _verdict(board, [heap])
+    assert not _verdict(board, [heap])
 
 
 def test_a_core_whose_program_ended_is_not_stuck(no_stall):
@@ -92,15 +93,15 @@ def test_a_core_whose_program_ended_is_not_stuck(no_stall):
     board = B.Board(1, cores=2)
     board.set_state(0, -1, B.IN_KERNEL)
     board.set_state(0, 0, B.DONE)
-    _verdict(board)
+    assert not _verdict(board)
     board.set_state(0, 0, B.IDLE)                     # the kernel is starting: no core running yet
-    _verdict(board)
+    assert not _verdict(board)
 
 
 def test_deterministic_schedules_leave_verdicts_to_the_scheduler(no_stall):
     board, heap = B.Board(1, cores=2), _heap(0)
     _waiting(board, heap)
-    _verdict(board, [heap], judge=False)
+    assert _verdict(board, [heap], judge=False)      # stuck as the board goes, yet no verdict was raised
 
 
 # ---- end to end: a waiting rank that gets no CPU after its signal arrived ------------------------
