@@ -6,13 +6,17 @@ triton_dist.subcommands).  Runs on any machine: the lowering needs no NPU.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from triton_dist.cli import Subcommand, constexpr_value, load_target, parse_assignments
 
 
 def _configure_kernel(p: argparse.ArgumentParser, what: str):
-    p.add_argument("kernel", metavar="FILE.py::KERNEL", help=f"the @triton.jit kernel to {what}")
+    p.add_argument("kernel", metavar="FILE.py::KERNEL",
+                   help=f"the @triton.jit kernel to {what}" + (" (an @triton.autotune kernel: every config; "
+                                                               "@triton.heuristics: its computed constexprs)"
+                                                               if what == "compile" else ""))
     p.add_argument("--signature", "-s", action="append", required=True, metavar="NAME=TYPE,...",
                    help="Triton types of the non-constexpr parameters, e.g. sig=*i32,buf=*fp32,n=i32")
     p.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE,...",
@@ -52,28 +56,60 @@ def _configure_npu_compile(p: argparse.ArgumentParser):
 
 def _npu_compile(args) -> int:
     from . import pipeline
+    from .variants import is_tuned, variants
     signature = parse_assignments(args.signature, "--signature", "sig=*i32,buf=*fp32")
     constexprs = {k: constexpr_value(v) for k, v in
                   parse_assignments(args.constexpr, "--constexpr", "BLOCK=16").items()}
     options = {k: constexpr_value(v) for k, v in
                parse_assignments(args.option, "--option", "multibuffer=False").items()}
     kernel = load_target(args.kernel)
-    try:
-        out = pipeline.compile_kernel(kernel, signature, constexprs, target=args.target or pipeline.DEFAULT_TARGET,
-                                      options=options, keep=args.keep)
-    except pipeline.ToolsMissing as e:
-        sys.stderr.write(f"triton-dist npu-compile: {e}\n")
-        return 2
+    target = args.target or pipeline.DEFAULT_TARGET
+    todo = variants(kernel, signature, constexprs, options)
+    if not is_tuned(kernel):
+        try:
+            out = pipeline.compile_kernel(kernel, signature, constexprs, target=target, options=options, keep=args.keep)
+        except pipeline.ToolsMissing as e:
+            sys.stderr.write(f"triton-dist npu-compile: {e}\n")
+            return 2
+        _print_outcome(out, args.keep)
+        return 0 if out.accepted else 1
+    # an @triton.autotune / @triton.heuristics kernel: every compile its launches make (variants.py)
+    refused = []
+    for i, v in enumerate(todo):
+        keep = None if not args.keep else (args.keep if len(todo) == 1 else os.path.join(args.keep, f"config{i}"))
+        try:
+            out = pipeline.compile_kernel(v.kernel, signature, v.constexprs, target=target, options=v.options,
+                                          keep=keep)
+        except pipeline.ToolsMissing as e:
+            sys.stderr.write(f"triton-dist npu-compile: {e}\n")
+            return 2
+        head = f"{v.label}: " if v.label else ""
+        if out.accepted:
+            sys.stdout.write(f"{head}accepted: kernel {out.kernel} ({out.signature_text()})\n"
+                             f"  stage reached: {out.stage}\n")
+        else:
+            refused.append(v.label or out.kernel)
+            sys.stdout.write(f"{head}refused\n" + "".join(f"  {line}\n" for line in out.report().splitlines()))
+    if len(todo) > 1:
+        sys.stdout.write(f"{len(todo) - len(refused)} of {len(todo)} configs accepted"
+                         + (f"; refused: {'; '.join(refused)} (triton-ascend's autotuner drops a config that fails "
+                            f"to compile and tunes among the others; it fails only when none compiles)"
+                            if refused else "") + "\n")
+    if args.keep:
+        sys.stdout.write(f"stages kept in {args.keep}\n")
+    return 1 if refused else 0
+
+
+def _print_outcome(out, keep) -> None:
     if not out.accepted:
         sys.stdout.write(out.report() + "\n")
-        return 1
+        return
     sys.stdout.write(f"accepted: kernel {out.kernel} ({out.signature_text()})\n"
                      f"stage reached: {out.stage}\n")
     if out.symbols:
         sys.stdout.write("aclshmem calls:\n" + "".join(f"{s}\n" for s in out.symbols))
-    if args.keep:
-        sys.stdout.write(f"stages kept in {args.keep}\n")
-    return 0
+    if keep:
+        sys.stdout.write(f"stages kept in {keep}\n")
 
 
 NPU_COMPILE = Subcommand("npu-compile", "compile a kernel with the real NPU compilers (triton-ascend's "
