@@ -11,7 +11,8 @@ Models of the machine (not what a sequential interpreter does):
   sub_vec_id runs as two concurrent instances (sim/runtime.py), not as a second run of the
   grid afterwards (AscendInterpreterBuilder.execute_with_sub_vec_simulation :188);
 - sync_block_all: a barrier of the launch's cores (sim/runtime.py core_barrier, with its
-  deadlock report);
+  deadlock report): all of them, their cube or their vector instances, or ("all_sub_vector")
+  the vector sub-cores of each block;
 - sync_block_set / sync_block_wait: a cube<->vector flag is a counter (set adds one, wait
   takes one: Ascend C CrossCoreSetFlag/CrossCoreWaitFlag); a kernel that names them runs each
   block as concurrent cube and vector instances (sim/core_split.py), the set on the sender's,
@@ -64,12 +65,12 @@ def sync_block_all(self, mode, event_id):
     where = context.kernel_line(3)
     if mode not in SYNC_MODES:
         raise TritonDistError(f"{where}: sync_block_all: mode must be one of {', '.join(SYNC_MODES)}, got {mode!r}")
-    if mode == "all_sub_vector":
-        raise TritonDistError(f"{where}: sync_block_all('all_sub_vector') (a barrier of the two vector sub-cores "
-                              f"of each block) is not modelled by the simulator")
     c = _core("sync_block_all")
     rt = context.runtime()
     s = c.split
+    if mode == "all_sub_vector":
+        _sync_sub_vectors(c, rt, event_id)
+        return
     if s is None or mode == "all":      # every core of the launch (split blocks: each instance)
         rt.core_barrier(c)
         return
@@ -79,6 +80,28 @@ def sync_block_all(self, mode, event_id):
     nblocks = c.grid_dim[0] * c.grid_dim[1] * c.grid_dim[2]
     parties = nblocks * (1 if kind == core_split.CUBE else s.block.nvec)
     rt.core_barrier(c, mode, parties, f"the {parties} {kind} cores of rank {rt.rank} (sync_block_all({mode!r}))")
+
+
+def _sync_sub_vectors(c, rt, event_id) -> None:
+    """sync_block_all("all_sub_vector"): a barrier of the vector sub-cores of the caller's block
+    only.  triton-ascend emits hivm.hir.sync_block[ALL_SUB_VECTOR] with a vector pipe only
+    (third_party/ascend/ascend_ir.cc:158-161 at triton-lang/triton-ascend a84b1eb5); AscendNPU-IR
+    lowers it like ALL_VECTOR but with INTER_SUBBLOCK_SYNCHRONIZATION instead of
+    INTER_BLOCK_SYNCHRONIZATION (bishengir/lib/Dialect/HIVM/Transforms/HIVMDecomposeOp.cpp:580-603,
+    HIVMSynchronizationOps.td:98 "All sub vector are synchronized to a same point", at
+    Ascend/AscendNPU-IR 52f96a13).  That the sub-block scope is the block's own vector cores (its
+    two AIVs on A2/A3, as Ascend C's intra-group cross-core flag mode) is inferred, not verified.
+    The cube core does not take part; a block running one vector instance waits for nobody."""
+    s = c.split
+    if s is not None and s.core_type != core_split.VECTOR:
+        return
+    parties = s.block.nvec if s is not None else max(1, int(getattr(c, "sub_blocks", 1) or 1))
+    if parties == 1:
+        return
+    block = tuple(c.grid_idx)
+    rt.core_barrier(c, ("all_sub_vector", block, event_id), parties,
+                    f"the {parties} vector sub-cores of block {block} of rank {rt.rank} "
+                    f"(sync_block_all('all_sub_vector', {event_id}))")
 
 
 def _flag_args(what, sender, receiver, event_id):

@@ -51,6 +51,10 @@ class AscendMain(Generation35):
         ext = importlib.import_module(EXTENSION)
         return Generation35.patched_objects() + [ext]
 
+    def lift_power_of_two(self) -> None:
+        """Nothing to do: triton-ascend's own frontend checks the power-of-two rule in SIMT mode only
+        (python/triton/language/semantic.py:634-638, _utils.py:53-55 commented out, at a84b1eb5)."""
+
     def install_device_ops(self, builder_class) -> None:
         from .. import cann_device
         for name in cann_device.ROUTED:

@@ -40,6 +40,9 @@ class Generation36:
             (B, "create_atomic_cas"), (B, "create_get_program_id"), (B, "create_get_num_programs"),
             (B, "create_dot"), (B, "create_addptr"), (B, "create_fp_trunc"), (B, "set_grid_dim"), (B, "set_grid_idx"), (B, "create_barrier"),
             (B, "create_print"), (triton.knobs.runtime, "interpret"),
+            # triton-ascend's shape rule wraps stock Triton's two power-of-two checks
+            # (triton_dist/language/ascend_shapes.py)
+            (S, "arange"), (triton.language.core, "validate_block_shape"),
         )
         return common + tuple((B, name) for name, _ in cls.pointer_ops()) + \
             tuple((S, name) for name in cls.scalar_access_methods) + cls.own_entry_points()
@@ -78,6 +81,17 @@ class Generation36:
         from .. import cann_device
         for name in cann_device.ROUTED + cann_device.VALUE_OPS:
             setattr(builder_class, name, getattr(cann_device, name))
+        # and triton-ascend's shape rule, which its language has with its extension ops
+        self.lift_power_of_two()
+
+    def lift_power_of_two(self) -> None:
+        """triton-ascend's shape rule (non-power-of-two aranges and block shapes) for the simulator's
+        program instances: stock 3.5-3.9 check it in the same two places, TritonSemantic.arange and
+        triton.language.core.validate_block_shape (3.6.0 wheel: semantic.py:582, _utils.py:53 via
+        core.py:708/1667), which triton_dist/language/ascend_shapes.py wraps."""
+        from triton_dist.language import ascend_shapes
+        ascend_shapes.install(_semantic_mod.TritonSemantic, triton.language.core)
+        ascend_shapes.add_thread_rule(_on_a_simulated_core)
 
     # -- patching triton.language for a launch -----------------------------------------------------
     def patch_lang(self, original_patch_lang, fn):
@@ -100,3 +114,8 @@ class Generation36:
     @staticmethod
     def pre_run_hooks(executor) -> list:
         return executor.pre_run_hooks
+
+
+def _on_a_simulated_core() -> bool:
+    from .. import context
+    return context.core() is not None

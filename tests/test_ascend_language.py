@@ -1,0 +1,147 @@
+"""triton-ascend's language on stock triton (issue 31 item 2): kernels written as triton-ascend's
+tutorials and pytest_ut tests write them, run on the simulator against torch/numpy and traced by
+the Ascend frontend (and compiled by the real NPU compilers where they are here).
+
+- non-power-of-two aranges, block shapes and tl.dot shapes: triton-ascend lifts stock Triton's
+  rule (python/triton/language/semantic.py:634-638, _utils.py:53-55 at triton-lang/triton-ascend
+  a84b1eb5; triton_dist/language/ascend_shapes.py), and keeps its other checks (numel limit,
+  end > start), with its messages;
+- sync_block_all with each of its modes ("all_sub_vector": the vector sub-cores of each block);
+"""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra.cann import extension as al
+
+import triton_dist
+from triton_dist.backend_ascend.frontend import build_ttir
+
+
+def _run(body):
+    return triton_dist.launch(body, world_size=1, memory_model="coherent").values[0]
+
+
+# --- non-power-of-two shapes (tutorial 01's vector add with a block of 326; pytest_ut's small dots) ---
+
+@triton.jit
+def add_block(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
+
+
+@triton.jit
+def small_dot(a, b, c, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr):
+    rm, rk, rn = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N)
+    A = tl.load(a + rm[:, None] * K + rk[None, :])
+    B = tl.load(b + rk[:, None] * N + rn[None, :])
+    acc = tl.zeros((M, N), tl.float32)
+    acc += tl.dot(A, B)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc)
+
+
+@triton.jit
+def arange_from(out, START: tl.constexpr, END: tl.constexpr):
+    r = tl.arange(START, END)
+    tl.store(out + r - START, r)
+
+
+def test_non_power_of_two_block_runs_on_the_simulator():
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
+
+    def body():
+        out = torch.zeros(1000)
+        add_block[(triton.cdiv(1000, 326),)](x, y, out, 1000, BLOCK=326)
+        return out
+    torch.testing.assert_close(_run(body), x + y)
+
+
+def test_a_2x3_by_3x5_dot_runs_on_the_simulator():
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(2, 3, generator=g), torch.randn(3, 5, generator=g)
+
+    def body():
+        c = torch.zeros(2, 5)
+        small_dot[(1,)](a, b, c, M=2, K=3, N=5)
+        return c
+    torch.testing.assert_close(_run(body), a @ b)
+
+
+def test_arange_keeps_triton_ascends_other_checks():
+    def body(start, end):
+        out = torch.zeros(max(end - start, 1), dtype=torch.int32)
+        arange_from[(1,)](out, START=start, END=end)
+        return out
+    np.testing.assert_array_equal(_run(lambda: body(2, 5)).numpy(), np.arange(2, 5))
+    with pytest.raises(triton_dist.RankError, match="arange's end argument must be greater than the start argument"):
+        _run(lambda: body(3, 3))
+    with pytest.raises(triton_dist.RankError, match=r"numel \(1048577\) exceeds triton maximum tensor numel"):
+        _run(lambda: body(0, 1048577))
+
+
+def test_a_gpu_compile_in_the_same_process_keeps_stock_tritons_rule():
+    """Outside the simulator's program instances and the Ascend trace, stock Triton's rule stands."""
+    from triton.language.core import block_type
+    with pytest.raises(ValueError, match="must be a power of 2"):
+        block_type(tl.float32, [3])
+
+
+# --- sync_block_all with every mode triton-ascend takes (pytest_ut/test_sync_block_all.py's modes) ---
+
+@triton.jit
+def sub_vector_exchange(x, out, slots, got, ONLY_BLOCK0: tl.constexpr):
+    """A mix kernel (tl.dot) naming sub_vec_id: each block runs on its 2 vector sub-cores. Each
+    sub-core writes its slot, meets the other sub-core of its block, reads the other's slot."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, 16)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    tl.store(out + pid * 256 + offs, tl.dot(tl.load(x + offs), tl.load(x + offs)))
+    sv = al.sub_vec_id()
+    one = tl.arange(0, 1)
+    tl.store(slots + pid * 2 + sv + one, tl.full((1,), 10, tl.int32) * pid + sv + 1)
+    if ONLY_BLOCK0:
+        if pid == 0:        # a barrier of the launch's vector cores would wait for block 1 forever
+            al.sync_block_all("all_sub_vector", 11)
+    else:
+        al.sync_block_all("all_sub_vector", 11)
+    tl.store(got + pid * 2 + sv + one, tl.load(slots + pid * 2 + (1 - sv) + one))
+
+
+@pytest.mark.parametrize("only_block0", [False, True])
+def test_all_sub_vector_is_a_barrier_of_each_blocks_vector_sub_cores(only_block0):
+    def body():
+        x = torch.eye(16)
+        out, slots, got = torch.zeros(2 * 256), torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+        sub_vector_exchange[(2,)](x, out, slots, got, ONLY_BLOCK0=only_block0)
+        return got.tolist()
+    for seed in range(3):
+        res = triton_dist.launch(body, world_size=1, schedule="pct", seed=seed, memory_model="coherent", timeout=60)
+        got = res.values[0]
+        assert got[:2] == [2, 1], got          # block 0: each sub-core sees the other's write, in any order
+        if not only_block0:
+            assert got[2:] == [12, 11], got
+
+
+@pytest.mark.parametrize("mode", ["all", "all_cube", "all_vector", "all_sub_vector"])
+def test_sync_block_all_takes_every_mode_of_triton_ascend(mode):
+    """Each mode of its core.py:243 assert runs (a kernel of one vector core: no partner to wait for
+    in the cube / sub-vector modes, the launch's one core in the others)."""
+    @triton.jit
+    def k(out, MODE: tl.constexpr):
+        tl.store(out + tl.arange(0, 1), tl.full((1,), 1, tl.int32))
+        al.sync_block_all(MODE, 3)
+        tl.store(out + 1 + tl.arange(0, 1), tl.load(out + tl.arange(0, 1)) + 1)
+
+    def body():
+        out = torch.zeros(2, dtype=torch.int32)
+        k[(1,)](out, MODE=mode)
+        return out.tolist()
+    assert _run(body) == [1, 2]
+    with pytest.raises(triton_dist.RankError, match="mode must be one of all_cube, all_vector, all, all_sub_vector"):
+        _run(lambda: k[(1,)](torch.zeros(2, dtype=torch.int32), MODE="all_subvector"))
