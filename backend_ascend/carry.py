@@ -123,8 +123,11 @@ def _scope(lines, start, end=None):
 def carry_ttir(text: str, has_dot: bool):
     """(TTIR text with every distributed op carried as markers, Plan).  The carriers of triton-ascend
     builtins that are HIVM ops (sub_vec_id) become those ops: triton-adapter-opt 3.2.0 parses them
-    and passes them through."""
+    and passes them through; the markers of its extension ops become the ops its frontend emits
+    (extension_ops.py)."""
+    from .extension_ops import lower as lower_extension_ops
     text, _ = H.lower_builtins(text)
+    text, _ = lower_extension_ops(text)     # triton-ascend's extension ops, as its frontend emits them
     lines, names, planned = H.plan(text)
     kernels = [f for f in H._parse_funcs(lines) if " public " in lines[f.start] or "tt.func @" in lines[f.start]]
     if not planned:

@@ -254,7 +254,9 @@ def op_name(line: str):
     return m.group(1) if m else None
 
 
-def _parse_carrier(line_no, line):
+def _parse_carrier(line_no, line, libname=CARRIER_LIBNAME):
+    """The carrier on this line (of library `libname`: the distributed ops', or the extension ops'
+    markers, backend_ascend/extension_ops.py), or None."""
     m = _CARRIER_HEAD.match(line)
     if not m:
         return None
@@ -269,7 +271,7 @@ def _parse_carrier(line_no, line):
     operands = [o.strip() for o in rest[:brace].split(",") if o.strip()]
     end = _match(rest, brace)
     attrs = parse_attr_dict(rest[brace + 1:end - 1])
-    if attrs.get("libname") != CARRIER_LIBNAME:
+    if attrs.get("libname") != libname:
         return None
     sig = rest[end:].strip()
     if not sig.startswith(":"):
@@ -604,11 +606,13 @@ def convert_text(text: str, *, has_dot: bool | None = None, bitcode=None):
     None for none, a path for all, or a function (core type, module has a dot) -> path."""
     if has_dot is None:
         has_dot = module_has_dot(text)
+    from .extension_ops import lower as lower_extension_ops
     text, builtins = lower_builtins(text)
+    text, extension = lower_extension_ops(text)
     lines, names, planned = plan(text)
     replaced = {p.line_no: _custom_line(p.carrier, p.lowered, p.func, has_dot, names, bitcode) for p in planned}
     out = []
     for i, line in enumerate(lines):
         out.extend(replaced.get(i, [line]))
     check_all_planned(out)
-    return "\n".join(out), len(replaced) + builtins
+    return "\n".join(out), len(replaced) + builtins + extension

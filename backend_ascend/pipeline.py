@@ -192,7 +192,7 @@ def _ir_after(stderr: str, pass_name: str):
 
 def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TARGET, options=None, keep=None):
     """(status, stage, failed_at, errors, extern calls, notes, seconds) of a TTIR module."""
-    from . import carry, wrappers
+    from . import carry, extension_ops, wrappers
     seconds = {}
     t0 = time.monotonic()
     carried, plan = carry.carry_ttir(ttir, has_dot)
@@ -207,6 +207,11 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
                               timeout=TIMEOUT_S)
         seconds["ttadapter"] = round(time.monotonic() - t0, 3)
         _write(keep, "ttadapter.log", proc.stderr)
+        # an extension op this adapter does not take: no verdict (its converter may report the op
+        # and still exit 0, leaving it for bishengir-compile to fail on)
+        gap = extension_ops.cannot_lower(kernel, carried, _error_lines(proc.stderr))
+        if gap is not None:
+            raise gap
         if proc.returncode != 0 or not os.path.exists(adapted):
             errors = _error_lines(proc.stderr)
             if proc.returncode < 0 or proc.returncode > 128:
@@ -252,10 +257,13 @@ def _pipeline_digest() -> str:
     """Changes whenever the code of this pipeline does (so a cached verdict never outlives it)."""
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
-    for name in ("pipeline.py", "carry.py", "hivm.py", "frontend.py", "wrappers.py", "ub.py",
+    for name in ("pipeline.py", "carry.py", "hivm.py", "extension_ops.py", "frontend.py", "wrappers.py", "ub.py",
                  "aclshmem_wrappers.txt"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
+    from triton_dist.language import _ext_emit      # how the extension ops reach the TTIR
+    with open(_ext_emit.__file__, "rb") as f:
+        h.update(f.read())
     return h.hexdigest()[:16]
 
 

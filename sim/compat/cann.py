@@ -24,7 +24,8 @@ What each builtin means on an Atlas A2 and how the simulator models it:
   scatter_ub_to_out, index_put, index_select_simd: triton-ascend's signatures and argument
   checks (its vec_ops.py / mem_ops.py at triton-lang/triton-ascend a84b1eb5), calling the
   builder methods its interpreter has, which the simulator provides (sim/cann_device.py).
-  Traced for a device (the Ascend lowering), each says it is not supported there.
+  Traced for a device, each emits the markers of triton_dist/language/_ext_emit.py, which the
+  Ascend pipeline turns into the op triton-ascend's frontend emits (backend_ascend/extension_ops.py).
 Anything else of the module exists (imports succeed) and says it is not simulated when called.
 """
 from __future__ import annotations
@@ -92,6 +93,14 @@ class SYNC_IN_VF(enum.Enum):
     ST_VST = "ST_VST"
 
 
+# triton-ascend's enums live in triton.language.extra.cann.extension (its core.py); Triton's
+# frontend lets a kernel read a module-level global whose __module__ starts with
+# "triton.language" (code_generator.py global_lookup, stock 3.5-3.9 and triton-ascend alike), so
+# `pipe = extension.PIPE` at module level works there: these stand-ins say the same module
+for _enum in (CORE, PIPE, MODE, SYNC_IN_VF):
+    _enum.__module__ = MODULE
+
+
 # --- sub-cores ---------------------------------------------------------------------------------
 
 @_builtin
@@ -155,10 +164,16 @@ def sync_block_all(mode, event_id=0, _semantic=None):
     mode, event_id = D.unwrap(mode), D.unwrap(event_id)
     if not isinstance(event_id, int) or not 0 <= event_id < 16:
         raise TritonDistError(f"{context.kernel_line(2)}: sync_block_all: event_id must be 0..15, got {event_id!r}")
-    _builder(_semantic, "sync_block_all").sync_block_all(mode, event_id)
+    if mode not in _SYNC_MODES:
+        raise TritonDistError(f"{context.kernel_line(2)}: sync_block_all: mode must be one of "
+                              f"{', '.join(_SYNC_MODES)}, got {mode!r}")
+    b = _builder(_semantic, "sync_block_all")
+    if b is None:
+        return _device().sync_block_all(mode, event_id, _semantic)
+    b.sync_block_all(mode, event_id)
 
 
-def _sync_block(what, sender, receiver, event_id, _semantic):
+def _sync_block(what, sender, receiver, event_id, _semantic, pipes=(None, None)):
     # triton-ascend: core.py create_sync_block (the unit pair and event id checks)
     sender, receiver, event_id = D.unwrap(sender), D.unwrap(receiver), D.unwrap(event_id)
     where = context.kernel_line(3)
@@ -168,17 +183,19 @@ def _sync_block(what, sender, receiver, event_id, _semantic):
     if isinstance(event_id, int) and not 0 <= event_id < 16:
         raise TritonDistError(f"{where}: {what}: event_id must be 0..15, got {event_id}")
     b = _builder(_semantic, what)
+    if b is None:
+        return _device().sync_block(what[len("sync_block_"):], sender, receiver, event_id, *pipes, _semantic)
     getattr(b, what)(sender, receiver, event_id.handle if isinstance(event_id, tl.tensor) else event_id, None, None)
 
 
 @_builtin
 def sync_block_set(sender, receiver, event_id, sender_pipe=None, receiver_pipe=None, _semantic=None):
-    _sync_block("sync_block_set", sender, receiver, event_id, _semantic)
+    _sync_block("sync_block_set", sender, receiver, event_id, _semantic, (sender_pipe, receiver_pipe))
 
 
 @_builtin
 def sync_block_wait(sender, receiver, event_id, sender_pipe=None, receiver_pipe=None, _semantic=None):
-    _sync_block("sync_block_wait", sender, receiver, event_id, _semantic)
+    _sync_block("sync_block_wait", sender, receiver, event_id, _semantic, (sender_pipe, receiver_pipe))
 
 
 class scope:
@@ -217,26 +234,40 @@ def multibuffer(src, size, _semantic=None):
     pass
 
 
-def parallel(arg1, arg2=None, step=None, **compiler_hints):
-    """A range whose iterations the compiler may run in parallel: in order, here."""
+def parallel(arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None, bind_sub_block=False):
+    """triton-ascend's extension.parallel (aux_ops.py:81-94 at a84b1eb5: a tl.range with
+    bind_sub_block): a range whose iterations the compiler may run in parallel, in order here (as
+    its interpreter does, ascend_interpreter.py _patch_lang_ascend).  Traced for the NPU,
+    backend_ascend/frontend.py makes it the tl.range loop it is (`__triton_ascend_parallel__`)."""
     if arg2 is None:
         arg1, arg2 = 0, arg1
     return range(int(D.unwrap(arg1)), int(D.unwrap(arg2)), 1 if step is None else int(D.unwrap(step)))
+
+
+parallel.__triton_ascend_parallel__ = True
 
 
 # --- data ops: triton-ascend's signatures (vec_ops.py, mem_ops.py at a84b1eb5), results from
 # the builder methods of sim/cann_device.py --------------------------------------------------------
 
 def _builder(_semantic, name):
-    """The interpreter's builder (whose methods are the device ops); a kernel compiled for a device
-    gets a clear refusal: the Ascend lowering of triton_dist has no HIVM form for these ops."""
+    """The interpreter's builder (whose methods are the device ops); None when the kernel is traced
+    for a device: then each op emits its markers (triton_dist/language/_ext_emit.py), which
+    backend_ascend/extension_ops.py turns into the op triton-ascend's frontend emits."""
     if not D.interpreting(_semantic):
-        raise TritonDistError(
-            f"triton.language.extra.cann.extension.{name} is not supported by triton_dist's Ascend lowering "
-            f"(backend_ascend): it has no HIVM form there.  Kernels using it run on the simulator, and compile "
-            f"for the NPU with triton-ascend's own compiler (backend_ascend.npu_compile, docs/ascend.md)")
+        return None
     from triton.runtime import interpreter
     return interpreter.interpreter_builder
+
+
+def _device():
+    from triton_dist.language import _ext_emit
+    return _ext_emit
+
+
+def _raw(values):
+    """A list argument's entries as the kernel gave them (ints or scalar tensors), for the device trace."""
+    return [D.unwrap(v) for v in D.unwrap(values)]
 
 
 def _ints(values, what, name):
@@ -270,7 +301,10 @@ def insert_slice(ful, sub, offsets, sizes, strides, _semantic=None, _generator=N
     if len(ful.shape) != len(sub.shape):
         raise TritonDistError(f"{context.kernel_line(2)}: insert_slice: the tensors have different ranks "
                               f"({len(ful.shape)} and {len(sub.shape)})")
+    raw = _raw(offsets)
     offsets, sizes, strides = _shape_args(ful, offsets, sizes, strides, "insert_slice")
+    if b is None:
+        return _device().insert_slice(ful, sub, raw, sizes, strides, _semantic)
     return tl.tensor(b.create_insert_slice(ful.handle, sub.handle, offsets, sizes, strides),
                      tl.block_type(ful.type.scalar, list(ful.shape)))
 
@@ -278,7 +312,10 @@ def insert_slice(ful, sub, offsets, sizes, strides, _semantic=None, _generator=N
 @_builtin
 def extract_slice(ful, offsets, sizes, strides, _semantic=None, _generator=None):
     b = _builder(_semantic, "extract_slice")
+    raw = _raw(offsets)
     offsets, sizes, strides = _shape_args(ful, offsets, sizes, strides, "extract_slice")
+    if b is None:
+        return _device().extract_slice(ful, raw, sizes, strides, _semantic)
     return tl.tensor(b.create_extract_slice(ful.handle, offsets, sizes, strides),
                      tl.block_type(ful.type.scalar, sizes))
 
@@ -290,7 +327,10 @@ def get_element(src, indice, _semantic=None, _generator=None):
     if len(src.shape) != len(indice):
         raise TritonDistError(f"{context.kernel_line(2)}: get_element: Indice's rank must be equal to src tensor's "
                               f"rank ({len(indice)} != {len(src.shape)})")
-    return tl.tensor(b.create_extract_scalar(src.handle, _ints(indice, "indice", "get_element")), src.type.scalar)
+    values = _ints(indice, "indice", "get_element")
+    if b is None:
+        return _device().get_element(src, [D.unwrap(v) for v in indice], _semantic)
+    return tl.tensor(b.create_extract_scalar(src.handle, values), src.type.scalar)
 
 
 def _int_arg(v, what, name):
@@ -309,6 +349,8 @@ def flip(ptr, dim=-1, _semantic=None, _generator=None):
     if not -rank <= dim < rank:
         raise TritonDistError(f"{context.kernel_line(2)}: ascend.flip got invalid dim={dim} for shape "
                               f"{tuple(ptr.shape)}")
+    if b is None:
+        return _device().flip(ptr, dim % rank, _semantic)
     return tl.tensor(b.create_flip(ptr.handle, dim % rank), ptr.type)
 
 
@@ -326,6 +368,8 @@ def sort(ptr, dim=-1, descending=False, _semantic=None):
     if dim % rank != rank - 1:
         raise TritonDistError(f"{context.kernel_line(2)}: ascend.sort only supports sorting along the last dimension "
                               f"(dim={rank - 1} or -1) for shape {tuple(ptr.shape)}, but got dim={dim}")
+    if b is None:
+        return _device().sort(ptr, rank - 1, descending, _semantic)
     return tl.tensor(b.create_sort(ptr.handle, rank - 1, descending), ptr.type)
 
 
@@ -356,6 +400,8 @@ def _indexed_args(name, ptr, index, index_boundary, dim, strides, end_offset, st
     if not 0 <= dim < rank:
         raise TritonDistError(f"{context.kernel_line(3)}: {name}: dim must satisfy 0<=dim<index.rank ({rank}), "
                               f"got dim={dim}")
+    if b is None:                           # traced for a device: the entries as given
+        return b, dim, bound, [[D.unwrap(x) for x in v] for v in lists.values()]
     return b, dim, bound, [_ints(v, k, name) for k, v in lists.items()]
 
 
@@ -365,6 +411,8 @@ def gather_out_to_ub(src, index, index_boundary, dim, src_stride, end_offset, st
     b, dim, bound, lists = _indexed_args("gather_out_to_ub", src, index, index_boundary, dim, src_stride, end_offset,
                                          start_offset, _semantic)
     other = D.unwrap(other)
+    if b is None:
+        return _device().gather_out_to_ub(src, index, bound, dim, *lists, other, _semantic)
     ret = b.create_gather_out_to_ub(src.handle, index.handle, bound, dim, *lists,
                                     other.handle if isinstance(other, tl.tensor) else other)
     return tl.tensor(ret, tl.block_type(src.type.scalar.element_ty, list(index.shape)))
@@ -375,6 +423,10 @@ def scatter_ub_to_out(ptr, value, index, index_boundary, dim, dst_stride, end_of
     b, dim, bound, lists = _indexed_args("scatter_ub_to_out", ptr, index, index_boundary, dim, dst_stride, end_offset,
                                          start_offset, _semantic)
     value = D.unwrap(value)
+    if b is None:
+        if not isinstance(value, tl.tensor) or not value.type.is_block():     # a scalar: that value everywhere
+            value = _semantic.full([int(D.unwrap(d)) for d in index.shape], value, ptr.type.scalar.element_ty)
+        return _device().scatter_ub_to_out(ptr, value, index, bound, dim, *lists, _semantic)
     if not isinstance(value, tl.tensor) or not value.type.is_block():     # a scalar: that value everywhere
         data = np.full([int(D.unwrap(d)) for d in index.shape],
                        value.handle.data.ravel()[0] if isinstance(value, tl.tensor) else value)
@@ -398,6 +450,9 @@ def index_put(ptr, index, value, dim, index_boundary, end_offset, start_offset, 
     if int(D.unwrap(value.shape[dim])) != n:
         raise TritonDistError(f"{context.kernel_line(2)}: index_put: index.numel must equal value.shape[dim], but got "
                               f"index.numel={n}, value.shape[dim]={value.shape[dim]}")
+    if b is None:
+        return _device().index_put(ptr, index, value, dim, bound, *([D.unwrap(x) for x in v] for v in lists.values()),
+                                   _semantic)
     b.create_index_put(ptr.handle, index.handle, value.handle, dim, bound,
                        *(_ints(v, k, "index_put") for k, v in lists.items()))
 
@@ -417,13 +472,14 @@ def index_select_simd(src, dim, index, src_shape, src_offset, read_shape, _seman
         raise TritonDistError(f"{where}: index_select_simd: index must be 1D tensor, got {len(index.shape)}D")
     read = [int(D.unwrap(r)) for r in read_shape]
     shape = [index.shape[0] if i == dim else read[i] for i in range(ndim)]
+    if b is None:
+        return _device().index_select_simd(src, index, dim, src_shape, src_offset, read, shape, _semantic)
     out = b.create_index_select_simd(src.handle, index.handle, dim, _ints(src_shape, "src_shape", "index_select_simd"),
                                      _ints(src_offset, "src_offset", "index_select_simd"), read, shape)
     return tl.tensor(out, tl.block_type(src.type.scalar.element_ty, shape))
 
 
-def cast(x, dtype, **kwargs):
-    return x.to(dtype, **kwargs)
+from .ascend_cast import cast  # noqa: E402  (triton-ascend's cast with overflow_mode)
 
 
 @_builtin
@@ -496,6 +552,8 @@ def install() -> bool:
         parent.__path__ = []                     # a package: `import ...cann.extension` works
         parent.__triton_dist_sim__ = True
         sys.modules[PARENT] = parent
+    from . import ascend_cast
+    ascend_cast.install()                    # tl.tensor.cast, tl.cast, tensor.to as triton-ascend has them
     ext = sys.modules.get(MODULE) or build()
     sys.modules[MODULE] = ext
     parent.extension = ext
