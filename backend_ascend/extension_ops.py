@@ -48,12 +48,12 @@ FORMS = {
     "extract_slice": Form(
         "tensor.extract_slice", True,
         f"MAIN third_party/ascend/triton_ascend.cc:52-90 (create_extract_slice: tensor::ExtractSliceOp, offsets "
-        f"dynamic index values, sizes static); V320 triton_patch/python/src/ir.cc:1393-1422 (the same op)",
+        f"dynamic index values, sizes static); V320 triton_patch/python/src/ir.cc:1393-1423 (the same op)",
         "strides printed static: the main line builds them as index constants, which Triton's canonicalizer folds"),
     "insert_slice": Form(
         "tensor.insert_slice", True,
         "MAIN third_party/ascend/triton_ascend.cc:91-131 (create_insert_slice: tensor::InsertSliceOp); "
-        "V320 triton_patch/python/src/ir.cc:1424-1460"),
+        "V320 triton_patch/python/src/ir.cc:1424-1458"),
     "get_element": Form(
         "tensor.extract", True,
         "MAIN third_party/ascend/triton_ascend.cc:36-51 (create_extract_scalar: tensor::ExtractOp, indices "
@@ -70,18 +70,18 @@ FORMS = {
     "index_select_simd": Form(
         "tt.index_select_simd", True,
         "MAIN third_party/ascend/triton_ascend.cc:141-199 (ascend.index_select_simd, TritonAscendOps.td:249-297); "
-        "V320 triton_patch/python/src/ir.cc:1730-1790 (tt.index_select_simd, TritonOps.td:501-548: the same "
+        "V320 triton_patch/python/src/ir.cc:1730-1788 (tt.index_select_simd, TritonOps.td:501-548: the same "
         "operands src, index, dim, src_shape, src_offset, read_shape)"),
     "gather_out_to_ub": Form(
         "ascend.gather_out_to_ub", False,
         "MAIN third_party/ascend/triton_ascend.cc:223-250, TritonAscendOps.td:136-193 (src_stride i64, end_offset "
-        "and start_offset i32, index_boundary i64: extension/mem_ops.py:285-300)",
+        "and start_offset i32, index_boundary i64: extension/mem_ops.py:284-300)",
         "V320's tt.gather_out_to_ub (TritonOps.td:444-499) takes (src_stride, index_shape, offsets), another "
         "contract; not translated"),
     "scatter_ub_to_out": Form(
         "ascend.scatter_ub_to_out", False,
         "MAIN third_party/ascend/triton_ascend.cc:251-275, TritonAscendOps.td:195-247 (dst_stride i64, "
-        "end/start_offset i32: extension/mem_ops.py:427-445)", "V320 has no such op"),
+        "end/start_offset i32: extension/mem_ops.py:428-445)", "V320 has no such op"),
     "index_put": Form(
         "ascend.index_put", False,
         "MAIN third_party/ascend/triton_ascend.cc:200-222, TritonAscendOps.td:84-134 (offsets and strides i64 when "
@@ -91,7 +91,7 @@ FORMS = {
     "sync_block_set": Form(
         "hivm.hir.sync_block_set", True,
         "MAIN third_party/ascend/ascend_ir.cc:93-135 (buildSyncBlockOp: core type from the sender, the event id "
-        "as an i64 value), default pipes extension/core.py:206-219 (cube: PIPE_FIX -> PIPE_MTE2, vector: "
+        "as an i64 value), default pipes extension/core.py:202-225 (cube: PIPE_FIX -> PIPE_MTE2, vector: "
         "PIPE_MTE3 -> PIPE_MTE2); V320 emits tt.custom \"sync_block_set\" (semantic.py:689-697) which its "
         "TritonToHIVM.cpp:144-150 turns into the same op with the same core type and default pipes",
         "the main line's form: it keeps the pipes a kernel names and an event id computed at run time"),

@@ -235,3 +235,11 @@ def test_markers_never_reach_the_adapter_unrewritten():
     carried, _ = carry.carry_ttir(text, False)
     assert "triton_dist.ascend_ext" not in carried
     assert "tensor.insert_slice" in carried and "into tensor<4x64xf32>" in carried
+
+
+def test_docs_list_every_case_that_cannot_be_lowered_with_its_message():
+    with open(os.path.join(os.path.dirname(os.path.dirname(THIS)), "docs", "ascend.md")) as f:
+        docs = f.read()
+    section = docs[docs.index("### What cannot be lowered"):]
+    for op, (*_, message) in CANNOT_LOWER.items():
+        assert f"| `{op}` |" in section and message in section, op
