@@ -145,3 +145,88 @@ def test_sync_block_all_takes_every_mode_of_triton_ascend(mode):
     assert _run(body) == [1, 2]
     with pytest.raises(triton_dist.RankError, match="mode must be one of all_cube, all_vector, all, all_sub_vector"):
         _run(lambda: k[(1,)](torch.zeros(2, dtype=torch.int32), MODE="all_subvector"))
+
+
+# --- cast(..., overflow_mode=) (pytest_ut/test_cast_full.py's kernels, vec_ops.py's cast) ---
+
+@triton.jit
+def cast_kernel(x, out, N: tl.constexpr, DST: tl.constexpr, MODE: tl.constexpr, HOW: tl.constexpr):
+    r = tl.arange(0, N)
+    v = tl.load(x + r)
+    if HOW == 0:
+        y = v.cast(DST, overflow_mode=MODE)
+    elif HOW == 1:
+        y = al.cast(v, DST, overflow_mode=MODE)
+    else:
+        y = tl.cast(v, dtype=DST, overflow_mode=MODE)        # triton-ascend's tl.cast drops the mode
+    tl.store(out + r, y)
+
+
+def _cast(x, dst_torch, dst_tl, mode, how):
+    def body():
+        out = torch.zeros(x.numel(), dtype=dst_torch)
+        cast_kernel[(1,)](x, out, N=x.numel(), DST=dst_tl, MODE=mode, HOW=how)
+        return out
+    return _run(body)
+
+
+CAST_CASES = [
+    # (source values, source dtype, target torch dtype, target tl dtype)
+    ([-1000, -129, -128, -5, 0, 7, 127, 128, 300, 70000], torch.int32, torch.int8, tl.int8),
+    ([-40000, -1, 0, 255, 256, 1000, 65535, 65536], torch.int32, torch.int16, tl.int16),
+    ([-1e6, -200.7, -128.5, -3.7, 0.0, 2.9, 127.9, 128.0, 1e9, 6.5], torch.float32, torch.int8, tl.int8),
+    ([-1e10, -3e9, -1.5, 2.5, 2147483520.0, 3e9, 1e20, 4.0], torch.float32, torch.int32, tl.int32),
+    ([-1e6, -70000.0, -65504.0, 1.5, 65504.0, 70000.0, 1e30, 3.0], torch.float32, torch.float16, tl.float16),
+]
+
+
+@pytest.mark.parametrize("values,src,dst_torch,dst_tl", CAST_CASES)
+@pytest.mark.parametrize("how", [0, 1])
+def test_saturate_clamps_to_the_target_range(values, src, dst_torch, dst_tl, how):
+    x = torch.tensor(values, dtype=src)
+    got = _cast(x, dst_torch, dst_tl, "saturate", how)
+    if dst_torch.is_floating_point:
+        lim = torch.finfo(dst_torch).max
+        want = x.double().clamp(-lim, lim).to(dst_torch)
+    else:
+        info = torch.iinfo(dst_torch)
+        want = x.double().trunc().clamp(info.min, info.max).to(dst_torch)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_trunc_wraps_and_tl_cast_takes_the_mode_without_using_it():
+    x = torch.tensor([-1000, -129, -128, -5, 0, 7, 127, 128, 300, 70000], dtype=torch.int32)
+    wrapped = torch.from_numpy(x.numpy().astype(np.int8))           # two's complement: the low 8 bits
+    for how, mode in ((0, "trunc"), (1, "trunc"), (2, "saturate"), (2, "trunc")):
+        torch.testing.assert_close(_cast(x, torch.int8, tl.int8, mode, how), wrapped, rtol=0, atol=0)
+
+
+def test_an_unknown_overflow_mode_is_refused_in_triton_ascends_words():
+    x = torch.arange(4, dtype=torch.int32)
+    with pytest.raises(triton_dist.RankError, match="Unknown overflow_mode:wrap is found"):
+        _cast(x, torch.int8, tl.int8, "wrap", 0)
+
+
+# --- extension enums as module globals, extension.parallel (triton-ascend's tutorials' style) ---
+
+PIPE_GLOBAL = al.PIPE
+VECTOR_PIPE = al.PIPE.PIPE_V
+
+
+@triton.jit
+def parallel_rows(x, out, ROWS: tl.constexpr, COLS: tl.constexpr):
+    c = tl.arange(0, COLS)
+    for i in al.parallel(0, ROWS, 1, bind_sub_block=False):
+        tl.store(out + i * COLS + c, tl.load(x + i * COLS + c) * 2)
+    for i in al.parallel(ROWS, loop_unroll_factor=1):
+        al.sync_block_all("all_vector", 0) if PIPE_GLOBAL.PIPE_V == VECTOR_PIPE else None
+
+
+def test_parallel_loops_and_enum_globals_run_on_the_simulator():
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+
+    def body():
+        out = torch.zeros(12)
+        parallel_rows[(1,)](x, out, ROWS=3, COLS=4)
+        return out.view(3, 4)
+    torch.testing.assert_close(_run(body), x * 2)
