@@ -189,6 +189,19 @@ def test_the_op_compiles_and_a_tile_too_large_is_refused(op):
 
 
 @needs_tools
+def test_an_int32_sort_is_refused_by_bishengirs_vsort():
+    """triton-ascend's sort takes int32 (extension/vec_ops.py's type list); the 3.2.0 adapter turns tt.sort into
+    hivm.hir.vsort, whose verifier in bishengir-compile 1.2.0 takes f16/f32 only: the compiler's own refusal
+    (int8/int16 and bf16 compile)."""
+    out = _compile(sort_rows, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"ROWS": 4, "COLS": 32, "DESCENDING": False})
+    assert not out.accepted and out.failed_at == "bishengir-compile", out
+    assert any("'hivm.hir.vsort' op failed to verify that operand at idx 0 and 1 should have element type 16-bit "
+               "float or 32-bit float" in e for e in out.errors), out.errors
+    assert _compile(sort_rows, {"x_ptr": "*bf16", "out_ptr": "*bf16"},
+                    {"ROWS": 4, "COLS": 32, "DESCENDING": False}).accepted
+
+
+@needs_tools
 @pytest.mark.parametrize("op", sorted(CANNOT_LOWER))
 def test_what_the_320_adapter_does_not_take_cannot_be_lowered_with_its_message(op):
     kernel, sig, consts, message = CANNOT_LOWER[op]
