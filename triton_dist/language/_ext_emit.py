@@ -154,6 +154,11 @@ def scatter_ub_to_out(ptr, value, index, index_boundary, dim, dst_stride, end_of
 
 
 def index_put(ptr, index, value, dim, index_boundary, end_offset, start_offset, dst_stride, _semantic):
+    if len(index.shape) != 1:       # triton-ascend flattens the index first (extension/mem_ops.py:129-133 at a84b1eb5)
+        n = 1
+        for d in index.shape:
+            n *= _int(d)
+        index = _semantic.reshape(index, [n], True)
     g = _Group("index_put", _semantic)
     st = dict(ptr=g.operand(ptr), index=g.operand(index), value=g.operand(value), dim=int(dim),
               index_boundary=int(index_boundary), end_offset=[g.value(v) for v in end_offset],
