@@ -51,12 +51,23 @@ def rows_into_tile(x_ptr, out_ptr, ROWS: tl.constexpr, COLS: tl.constexpr):
 
 
 @triton.jit
-def scaled_by_element(x_ptr, idx_ptr, out_ptr, BLOCK: tl.constexpr):
-    # one element of a loaded index tile read as a scalar (extension.get_element)
-    idx = tl.load(idx_ptr + tl.arange(0, 8))
-    k = extension.get_element(idx, (3,))
-    offs = tl.arange(0, BLOCK)
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * k.to(tl.float32))
+def rows_by_index(in_ptr, idx_ptr, out_ptr, n_idx, STRIDE: tl.constexpr, GB: tl.constexpr, SUB: tl.constexpr,
+                  OB: tl.constexpr):
+    # test_index_select.py's manual gather: each index read as a scalar (get_element, at a loop
+    # variable), its row loaded and put into a buffer tile (insert_slice), the tile stored
+    g0 = tl.program_id(0) * GB
+    for go in range(0, GB, SUB):
+        gi = tl.arange(0, SUB) + g0 + go
+        gm = gi < n_idx
+        idx = tl.load(idx_ptr + gi, gm, other=0)
+        for oo in range(0, STRIDE, OB):
+            buf = tl.zeros((SUB, OB), tl.float32)
+            oi = tl.arange(0, OB) + oo
+            om = oi < STRIDE
+            for i in range(0, SUB):
+                row = tl.load(in_ptr + extension.get_element(idx, (i,)) * STRIDE + oi, om)
+                buf = extension.insert_slice(buf, row[None, :], offsets=(i, 0), sizes=(1, OB), strides=(1, 1))
+            tl.store(out_ptr + gi[:, None] * STRIDE + oi[None, :], buf, gm[:, None] & om[None, :])
 
 
 @triton.jit
@@ -139,8 +150,8 @@ ACCEPTED = {
                       {"BLOCK": 1024, "SUB": 32}, {"BLOCK": 65536, "SUB": 32}),
     "insert_slice": (rows_into_tile, {"x_ptr": F32, "out_ptr": F32}, {"ROWS": 4, "COLS": 64},
                      {"ROWS": 4, "COLS": 32768}),
-    "get_element": (scaled_by_element, {"x_ptr": F32, "idx_ptr": "*i32", "out_ptr": F32}, {"BLOCK": 1024},
-                    {"BLOCK": 65536}),
+    "get_element": (rows_by_index, {"in_ptr": F32, "idx_ptr": "*i32", "out_ptr": F32, "n_idx": "i32"},
+                    {"STRIDE": 128, "GB": 16, "SUB": 4, "OB": 64}, {"STRIDE": 65536, "GB": 64, "SUB": 64, "OB": 4096}),
     "sort": (sort_rows, {"x_ptr": F32, "out_ptr": F32}, {"ROWS": 4, "COLS": 32, "DESCENDING": True},
              {"ROWS": 64, "COLS": 1024, "DESCENDING": True}),
     "flip": (flip_rows, {"x_ptr": F32, "out_ptr": F32}, {"ROWS": 4, "COLS": 32}, {"ROWS": 64, "COLS": 1024}),
@@ -256,3 +267,4 @@ def test_docs_list_every_case_that_cannot_be_lowered_with_its_message():
     section = docs[docs.index("### What cannot be lowered"):]
     for op, (*_, message) in CANNOT_LOWER.items():
         assert f"| `{op}` |" in section and message in section, op
+
