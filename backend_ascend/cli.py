@@ -33,6 +33,8 @@ def _lower(args) -> int:
     constexprs = {k: constexpr_value(v) for k, v in
                   parse_assignments(args.constexpr, "--constexpr", "BLOCK=16").items()}
     kernel = load_target(args.kernel)
+    from triton_dist.language import block_pointers
+    block_pointers.install()
     from . import lower
     sys.stdout.write(lower(kernel, signature, constexprs, debug_info=args.debug_info).rstrip("\n") + "\n")
     return 0
@@ -63,6 +65,8 @@ def _npu_compile(args) -> int:
     options = {k: constexpr_value(v) for k, v in
                parse_assignments(args.option, "--option", "multibuffer=False").items()}
     kernel = load_target(args.kernel)
+    from triton_dist.language import block_pointers
+    block_pointers.install()        # on a triton without them: a refusal naming the lines that have them
     target = args.target or pipeline.DEFAULT_TARGET
     todo = variants(kernel, signature, constexprs, options)
     if not is_tuned(kernel):

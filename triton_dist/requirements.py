@@ -4,7 +4,8 @@ torch and triton are not hard dependencies of the package (pyproject.toml): on a
 NPU host triton is triton-ascend, which installs into the same `triton/` directory as
 stock triton, so each kind of machine installs its own extra:
 
-    pip install -e ".[sim]"     the simulator, any CPU machine (torch==2.13.0, stock triton 3.5 to 3.9)
+    pip install -e ".[sim]"     the simulator, any CPU machine (torch==2.13.0, stock triton 3.5 to 3.7;
+                                runs on 3.8 and 3.9 too, installed by hand: triton_dist/language/block_pointers.py)
     pip install -e ".[npu]"     Ascend NPU hosts (torch_npu; plus triton-ascend and shmem, docs/ascend.md)
     pip install -e ".[cuda]"    NVIDIA GPUs (llvmlite, stock triton; torch from its CUDA build)
 
