@@ -608,11 +608,11 @@ def convert_text(text: str, *, has_dot: bool | None = None, bitcode=None):
         has_dot = module_has_dot(text)
     from .extension_ops import lower as lower_extension_ops
     text, builtins = lower_builtins(text)
-    text, extension = lower_extension_ops(text)
+    text, _ = lower_extension_ops(text)        # not counted: the count is of the carriers module_facts sees
     lines, names, planned = plan(text)
     replaced = {p.line_no: _custom_line(p.carrier, p.lowered, p.func, has_dot, names, bitcode) for p in planned}
     out = []
     for i, line in enumerate(lines):
         out.extend(replaced.get(i, [line]))
     check_all_planned(out)
-    return "\n".join(out), len(replaced) + builtins + extension
+    return "\n".join(out), len(replaced) + builtins
