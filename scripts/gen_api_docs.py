@@ -101,7 +101,18 @@ def render() -> str:
             lines += [f"### Constants of `{prefix}`", "", "| name | value |", "| --- | --- |"]
             lines += [f"| `{n}` | {v} |" for n, v in consts]
             lines.append("")
+    lines += host_side()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def host_side() -> list:
+    """Launch-side behaviour a kernel author meets, each from its module's docstring: how the
+    simulator runs @triton.autotune kernels (and TRITON_DIST_AUTOTUNE_REFERENCE)."""
+    from triton_dist.sim import autotune
+    head, _, body = inspect.cleandoc(autotune.__doc__).partition("\n\n")
+    return [f"## Launching `@triton.autotune` / `@triton.heuristics` kernels", "",
+            f"From `sim/autotune.py` (`triton-dist npu-compile` of such kernels: `backend_ascend/variants.py`). "
+            f"{head}", "", body, ""]
 
 
 def main(argv=None) -> int:

@@ -26,6 +26,22 @@ the dtypes of the tensor arguments) on the simulator:
    before that launch), AutotuneMismatch says which argument to name.
 A later launch with the same key runs the tuned config only (Triton tunes once per key).
 
+Choosing the reference: `TRITON_DIST_AUTOTUNE_REFERENCE=N` checks every autotuned kernel
+against its configs[N] (the index in its `@triton.autotune(configs=[...])` list, from 0), and
+`TRITON_DIST_AUTOTUNE_REFERENCE="matmul_kernel:2;softmax_kernel:1"` chooses per kernel name
+(kernels not named keep the first).  The reference is also the config the launch keeps, so
+its outputs are what the caller sees; an index out of range, or a reference that
+prune_configs_by removes for the launch's arguments, is refused naming the configs.  Set it
+in the environment of the process that launches (ranks inherit it; replay lines carry it).
+Integers and bools must match exactly; floats within a relative 1e-4 (fp32), 1e-2 (fp16),
+3e-2 (bf16), 0.25 (fp8) of the reference, plus that much of the mean magnitude of the
+reference tensor (configs split loops and reductions differently, so sums come out in
+another order).  The error is `triton_dist.sim.autotune.AutotuneMismatch`, a
+TritonDistError; a config that fails (a kernel error, or a refusal by the NPU compilers under
+`npu_compile=True` / `pytest --npu-compile`) fails the launch with its message prefixed by
+`autotuned kernel NAME, configs[i] (BLOCK=...): `.  @triton.heuristics needs nothing of the
+simulator: Triton computes its constexprs before the launch, as on a device.
+
 Which Config fields matter on Ascend (triton-ascend a84b1eb5,
 third_party/ascend/backend/runtime/autotuner.py): `kwargs` (its constexprs, and compile
 options such as `multibuffer`, which its AutoTilingTuner adds to kwargs itself, lines

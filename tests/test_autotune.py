@@ -343,3 +343,9 @@ def test_launch_with_npu_compile_fails_naming_the_config_the_compiler_refuses(tm
     assert e.value.exc_type == "NpuCompileError"
     assert "autotuned kernel add_tuned, configs[1] (BLOCK=65536, num_warps=8): " in e.value.message
     assert UB_LINE in e.value.message
+
+
+def test_a_replay_line_carries_the_chosen_reference(monkeypatch):
+    from triton_dist import launcher
+    monkeypatch.setenv(REF, "matmul:2")
+    assert f"{REF}=matmul:2 " in launcher.execution_env()

@@ -39,8 +39,10 @@ LAST_LAUNCH: dict = {}
 # own terms; None: the backend's words for launch()
 FAILURE_HINT: dict = {"free": None}
 # Environment variables that change what a launch does (the simulator's device profile, the
-# heap size, poisoned new memory: sim/initcheck.py): a replay line carries those that are set.
-EXECUTION_ENV = ("TRITON_DIST_SIM_DEVICE", "TRITON_DIST_SIM_CORES", "TRITON_DIST_HEAP_SIZE", "TRITON_DIST_SIM_INIT_CHECK")
+# heap size, poisoned new memory: sim/initcheck.py; the config autotuned kernels are checked
+# against: sim/autotune.py): a replay line carries those that are set.
+EXECUTION_ENV = ("TRITON_DIST_SIM_DEVICE", "TRITON_DIST_SIM_CORES", "TRITON_DIST_HEAP_SIZE", "TRITON_DIST_SIM_INIT_CHECK",
+                 "TRITON_DIST_AUTOTUNE_REFERENCE")
 
 
 def execution_env() -> str:
