@@ -13,6 +13,7 @@ import inspect
 import types
 
 from triton_dist.errors import TritonDistError
+from triton_dist.language import ascend_shapes
 
 def ASCEND_MIN_DOT_SIZE(lhs_type, rhs_type):
     return (1, 1, 1)
@@ -199,12 +200,83 @@ def build_ttir(fn, signature, constexprs=None, *, extern_libs=None):
     # triton-ascend's own rule: any dot shape (its compiler.py: min_dot_size -> (1, 1, 1)), not
     # the stand-in target's (which wants K >= 16)
     codegen["min_dot_size"] = ASCEND_MIN_DOT_SIZE
+    # triton-ascend's language: non-power-of-two aranges and block shapes (its semantic.py /
+    # _utils.py; triton_dist/language/ascend_shapes.py, shared with the simulator), its
+    # extension.parallel loops
+    ascend_shapes.install()
+    _install_parallel_loops()
     try:
-        module = src.make_ir(target, options, codegen, backend.get_module_map(), context)
+        with ascend_shapes.ascend_language() as scope, _verifier_deferred(ir):
+            module = src.make_ir(target, options, codegen, backend.get_module_map(), context)
     except CompilationError as e:
         raise TritonDistError(f"cannot lower kernel {jit.__name__}: {_root_message(e)}") from e
+    if scope.non_power_of_two:
+        # stock libtriton's verifier refuses such tensors; triton-ascend's runs the passes
+        from .ascend_ttir import TextModule, run_passes
+        return TextModule(run_passes(module.str_nodebug(), jit.__name__), module), jit
     _ttir_passes(module, context)
     return module, jit
+
+
+class _verifier_deferred:
+    """During the trace, a module that took a non-power-of-two shape is not verified by stock
+    Triton's libtriton (its verifyTensorSize refuses it, triton-ascend's does not: ascend_ttir.py,
+    which verifies it with triton-ascend's rules); any other module is verified as before."""
+
+    def __init__(self, ir):
+        self.cls = ir.module
+
+    def __enter__(self):
+        stock = self.stock = self.cls.verify
+
+        def verify(module):
+            scope = ascend_shapes.current_scope()
+            if scope is not None and scope.non_power_of_two:
+                return True
+            return stock(module)
+        self.cls.verify = verify
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.verify = self.stock
+        return False
+
+
+def _install_parallel_loops():
+    """triton-ascend's `for i in extension.parallel(lb, ub, step, num_stages, loop_unroll_factor,
+    bind_sub_block)` is a tl.range loop whose scf.for also gets `hivm.parallel_loop`
+    (python/triton/compiler/code_generator.py:1192-1267 at triton-lang/triton-ascend a84b1eb5).
+    Stock Triton's visit_For takes only `range`, tl.range and tl.static_range (by identity): in an
+    Ascend trace a loop over an iterator marked `__triton_ascend_parallel__` (sim/compat/cann.py's
+    parallel) is visited as the same loop over tl.range, bind_sub_block dropped.  The
+    hivm.parallel_loop attribute is not set (the for op is made inside stock visit_For): a
+    difference listed in docs/ascend.md."""
+    import ast
+
+    from triton.compiler import code_generator as cg
+    G = cg.CodeGenerator
+    if getattr(G.visit_For, "_td_parallel", False):
+        return
+    stock = G.visit_For
+    hidden = "__triton_dist_parallel_range__"
+
+    def visit_For(self, node):
+        it = node.iter
+        if ascend_shapes.applies() and isinstance(it, ast.Call) and \
+                getattr(self.visit(it.func), "__triton_ascend_parallel__", False):
+            self.lscope[hidden] = cg.language.range
+            call = ast.Call(func=ast.Name(id=hidden, ctx=ast.Load()), args=it.args,
+                            keywords=[k for k in it.keywords if k.arg != "bind_sub_block"])
+            node = ast.For(target=node.target, iter=ast.copy_location(call, it), body=node.body,
+                           orelse=node.orelse, type_comment=None)
+            node = ast.fix_missing_locations(ast.copy_location(node, it))
+            try:
+                return stock(self, node)
+            finally:
+                self.lscope.pop(hidden, None)
+        return stock(self, node)
+    visit_For._td_parallel = True
+    G.visit_For = visit_For
 
 
 def _root_message(e):

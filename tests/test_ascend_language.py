@@ -7,6 +7,12 @@ the Ascend frontend (and compiled by the real NPU compilers where they are here)
   a84b1eb5; triton_dist/language/ascend_shapes.py), and keeps its other checks (numel limit,
   end > start), with its messages;
 - sync_block_all with each of its modes ("all_sub_vector": the vector sub-cores of each block);
+- cast(..., overflow_mode=): "saturate" clamps, "trunc" wraps (vec_ops.py:508-544), tl.cast takes
+  the mode without using it (core.py:1956-1977);
+- extension.parallel loops and extension enums as module-level globals;
+each traced for the NPU, and compiled by triton-adapter-opt and bishengir-compile where they are
+here (a non-power-of-two kernel's TTIR passes run in triton-ascend's libtriton:
+backend_ascend/ascend_ttir.py).
 """
 import subprocess
 import sys
@@ -230,3 +236,93 @@ def test_parallel_loops_and_enum_globals_run_on_the_simulator():
         parallel_rows[(1,)](x, out, ROWS=3, COLS=4)
         return out.view(3, 4)
     torch.testing.assert_close(_run(body), x * 2)
+
+
+# --- the same kernels traced for the NPU and given to the real compilers (npu-compile) ---
+
+def _tools_missing():
+    from triton_dist.backend_ascend import toolchain
+    return toolchain.find().missing
+
+
+needs_tools = pytest.mark.skipif(bool(_tools_missing()), reason="; ".join(_tools_missing()))
+ADD_SIG = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"}
+
+
+def _compile(kernel, sig, consts=None):
+    from triton_dist.backend_ascend import pipeline
+    from triton_dist.backend_ascend.ascend_ttir import Unavailable
+    try:
+        return pipeline.compile_kernel(kernel, sig, consts)
+    except Unavailable as e:            # offline: triton-ascend's libtriton cannot be fetched
+        pytest.skip(str(e))
+
+
+@needs_tools
+def test_non_power_of_two_blocks_and_dots_are_accepted_by_the_real_compilers():
+    out = _compile(add_block, ADD_SIG, {"BLOCK": 326})
+    assert out.accepted, out.report()
+    out = _compile(small_dot, {"a": "*fp32", "b": "*fp32", "c": "*fp32"}, {"M": 2, "K": 3, "N": 5})
+    assert out.accepted, out.report()
+
+
+@needs_tools
+def test_a_non_power_of_two_block_too_large_for_the_unified_buffer_is_refused_by_bishengir():
+    out = _compile(add_block, ADD_SIG, {"BLOCK": 65000})
+    assert not out.accepted and out.failed_at == "bishengir-compile", out.report()
+    assert any("ub overflow" in e for e in out.errors), out.report()
+
+
+@needs_tools
+def test_the_ascend_trace_keeps_the_non_power_of_two_shapes():
+    from triton_dist.backend_ascend.ascend_ttir import Unavailable
+    try:
+        module, _ = build_ttir(add_block, ADD_SIG, {"BLOCK": 326})
+    except Unavailable as e:
+        pytest.skip(str(e))
+    text = module.str_nodebug()
+    assert "tensor<326xf32>" in text and "tt.make_range" in text and " loc(" not in text
+
+
+def test_the_ascend_trace_still_refuses_what_triton_ascend_refuses():
+    with pytest.raises(triton_dist.TritonDistError, match="arange's end argument must be greater than the start"):
+        build_ttir(arange_from, {"out": "*i32"}, {"START": 4, "END": 4})
+    with pytest.raises(triton_dist.TritonDistError, match=r"numel \(1048577\) exceeds triton maximum tensor numel"):
+        build_ttir(arange_from, {"out": "*i32"}, {"START": 0, "END": 1048577})
+
+
+@triton.jit
+def parallel_copy(x, out, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """triton-ascend tutorial style: rows in an extension.parallel loop, a pipe enum read from a
+    module-level global."""
+    c = tl.arange(0, COLS)
+    for i in al.parallel(0, ROWS, 1, bind_sub_block=False):
+        tl.store(out + i * COLS + c, tl.load(x + i * COLS + c) * 2)
+    if PIPE_GLOBAL.PIPE_V == VECTOR_PIPE:
+        tl.store(out + c, tl.load(x + c))
+
+
+@triton.jit
+def saturating_cast(x, out, N: tl.constexpr):
+    r = tl.arange(0, N)
+    tl.store(out + r, tl.load(x + r).cast(tl.uint8, overflow_mode="saturate"))
+
+
+def test_parallel_loops_and_enum_globals_trace_for_the_npu():
+    module, _ = build_ttir(parallel_copy, {"x": "*fp32", "out": "*fp32"}, {"ROWS": 64, "COLS": 16})
+    assert "scf.for" in module.str_nodebug()
+
+
+def test_a_saturating_cast_traces_as_triton_ascend_emits_it():
+    """An unsigned narrowing under "saturate" goes through fp32 (vec_ops.py:458-466)."""
+    module, _ = build_ttir(saturating_cast, {"x": "*i32", "out": "*u8"}, {"N": 16})
+    text = module.str_nodebug()
+    assert "arith.sitofp" in text and "arith.fptoui" in text, text
+
+
+@needs_tools
+def test_parallel_enum_and_cast_kernels_are_accepted_by_the_real_compilers():
+    out = _compile(parallel_copy, {"x": "*fp32", "out": "*fp32"}, {"ROWS": 64, "COLS": 16})
+    assert out.accepted, out.report()
+    out = _compile(saturating_cast, {"x": "*i32", "out": "*u8"}, {"N": 16})
+    assert out.accepted, out.report()

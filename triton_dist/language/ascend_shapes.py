@@ -42,14 +42,35 @@ def applies() -> bool:
     return any(rule() for rule in _thread_rules)
 
 
+class Scope:
+    """What a trace under ascend_language() met: `non_power_of_two` once a shape stock Triton
+    refuses was taken (its C++ verifier refuses it too: backend_ascend/ascend_ttir.py)."""
+    non_power_of_two = False
+
+
 @contextlib.contextmanager
 def ascend_language():
     """Within: the calling thread's frontend follows triton-ascend's shape rules."""
+    scope, outer = Scope(), getattr(_local, "scope", None)
     _local.depth = getattr(_local, "depth", 0) + 1
+    _local.scope = scope
     try:
-        yield
+        yield scope
     finally:
         _local.depth -= 1
+        _local.scope = outer
+
+
+def current_scope():
+    """The innermost ascend_language() scope of the calling thread, or None."""
+    return getattr(_local, "scope", None)
+
+
+def _took(n: int) -> None:
+    if n & (n - 1):
+        scope = current_scope()
+        if scope is not None:
+            scope.non_power_of_two = True
 
 
 def add_thread_rule(rule) -> None:
@@ -71,6 +92,7 @@ def check_arange(start, end) -> int:
         raise ValueError("arange must fit in int32")
     if end <= start:
         raise ValueError("arange's end argument must be greater than the start argument")
+    _took(end - start)
     return end - start
 
 
@@ -80,6 +102,7 @@ def check_block_shape(shape) -> int:
     for i, d in enumerate(shape):
         if not isinstance(d, int):
             raise TypeError(f"Shape element {i} must have type `constexpr[int]`, got `constexpr[{type(d)}]")
+        _took(d)
         numel *= d
     if numel > MAX_TENSOR_NUMEL:
         raise ValueError(f"numel ({numel}) exceeds triton maximum tensor numel ({MAX_TENSOR_NUMEL})")

@@ -1,0 +1,150 @@
+"""The `ttir` stage's passes run by triton-ascend's own libtriton, for TTIR stock Triton refuses.
+
+triton-ascend lifts Triton's power-of-two rule for tensor sizes in its C++ verifier too
+(lib/Dialect/Triton/IR/Traits.cpp:99-103 and :114-118, `verifyTensorSize`, commented out
+"FIXME:patched triton community", at triton-lang/triton-ascend a84b1eb5), not only in its Python
+frontend (triton_dist/language/ascend_shapes.py).  Stock Triton's libtriton keeps it ("Number of
+elements must be power-of-two"), so a kernel with a block of 326 traces here (the frontend follows
+triton-ascend's rule) but neither verifies nor survives a pass of stock libtriton.  The PyPI wheel
+triton-ascend==3.2.0, whose triton-adapter-opt the pipeline already runs (backend_ascend/
+toolchain.py), also ships that libtriton (`triton/_C/libtriton.so`, without the rule: checked, its
+binary has no such message), a CPython 3.11 extension.  For such a kernel the TTIR passes of
+frontend._ttir_passes run in it, in a child process (it cannot share a process with stock Triton's
+libtriton), and verify the module with triton-ascend's own rules.
+
+The file is taken from the same wheel the adapter comes from, on first use (pip download, as
+toolchain.fetch_adapter does), its sha256 pinned below and checked; a file with another digest is
+never loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+from triton_dist.errors import TritonDistError
+
+from . import toolchain
+
+WHEEL_MEMBER = "triton/_C/libtriton.so"
+# sha256 of triton/_C/libtriton.so in the triton-ascend 3.2.0 wheel named in toolchain.py (measured
+# 2026-12-02 from the PyPI wheel whose adapter has toolchain.ADAPTER_SHA256)
+LIBTRITON_SHA256 = "f5aa787eac8dc227d6485dcbed908047bf553a406eb7f2b250a4f7bffa8a6442"
+
+
+class Unavailable(TritonDistError):
+    """triton-ascend's libtriton cannot be had or run here (the kernel then cannot be compiled)."""
+
+
+def cached_libtriton() -> str:
+    return os.path.join(toolchain.cache_dir(), "libtriton.so")
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_libtriton() -> str:
+    """The verified file (fetched once into the adapter's cache directory); Unavailable otherwise."""
+    path = cached_libtriton()
+    if os.path.exists(path):
+        if _sha256(path) == LIBTRITON_SHA256:
+            return path
+        os.unlink(path)
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
+        raise Unavailable(f"triton-ascend's libtriton is published for x86_64 Linux only (this is {sys.platform})")
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
+               "-d", tmp, *toolchain.PIP_PLATFORM, f"triton-ascend=={toolchain.TRITON_ASCEND_VERSION}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
+        if proc.returncode != 0 or not wheels:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
+            raise Unavailable(f"could not download triton-ascend=={toolchain.TRITON_ASCEND_VERSION} ({tail[0]})")
+        os.makedirs(toolchain.cache_dir(), exist_ok=True)
+        part = f"{path}.{os.getpid()}.part"
+        with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z, z.open(WHEEL_MEMBER) as src, open(part, "wb") as dst:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                dst.write(chunk)
+        if _sha256(part) != LIBTRITON_SHA256:
+            os.unlink(part)
+            raise Unavailable(f"{WHEEL_MEMBER} of {wheels[0]} does not have the pinned sha256 {LIBTRITON_SHA256}; "
+                              f"not used")
+        os.replace(part, path)
+    return path
+
+
+# The child: loads the extension under its own name (its init function is PyInit_libtriton), parses
+# the module with triton-ascend's dialects, runs the passes, prints it.
+_CHILD = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("libtriton", sys.argv[1])
+lt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lt)
+ir, passes = lt.ir, lt.passes
+ctx = ir.context()
+ir.load_dialects(ctx)
+mod = ir.parse_mlir_module(sys.argv[2], ctx)
+mod.context = ctx
+pm = ir.pass_manager(ctx)
+passes.common.add_inliner(pm)
+passes.ttir.add_combine(pm)
+passes.common.add_canonicalizer(pm)
+passes.ttir.add_reorder_broadcast(pm)
+passes.common.add_cse(pm)
+passes.common.add_licm(pm)
+passes.common.add_symbol_dce(pm)
+passes.ttir.add_loop_unroll(pm)
+pm.run(mod)
+sys.stdout.write(mod.str())
+"""
+
+_LOC = re.compile(r"\s+loc\((?:[^()]|\([^()]*\))*\)")
+
+
+def run_passes(ttir: str, name: str) -> str:
+    """The TTIR after frontend._ttir_passes' list, run by triton-ascend 3.2.0's libtriton (text, no
+    locations); TritonDistError with its diagnostics when it refuses the module."""
+    lib = fetch_libtriton()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, f"{name}.ttir.mlir")
+        with open(src, "w") as f:
+            f.write(ttir)
+        proc = subprocess.run([sys.executable, "-c", _CHILD, lib, src], capture_output=True, text=True)
+    if proc.returncode != 0:
+        errors = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()] or proc.stderr.strip().splitlines()[-3:]
+        raise TritonDistError(f"cannot lower kernel {name}: triton-ascend's libtriton ({toolchain.TRITON_ASCEND_VERSION}) "
+                              f"refuses its TTIR:\n  " + "\n  ".join(errors))
+    lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("#loc")]
+    return "\n".join(_LOC.sub("", ln) for ln in lines) + "\n"
+
+
+class TextModule:
+    """What build_ttir returns for such a kernel: the passes' text; walk() visits the traced module
+    (the ops module_facts looks for: dots, distributed carriers)."""
+
+    def __init__(self, text: str, traced):
+        self._text, self._traced = text, traced
+
+    def str(self) -> str:
+        return self._text
+
+    def str_nodebug(self) -> str:
+        return self._text
+
+    def walk(self, fn):
+        return self._traced.walk(fn)
+
+    def __str__(self) -> str:
+        return self._text
