@@ -258,12 +258,13 @@ def _pipeline_digest() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
     for name in ("pipeline.py", "carry.py", "hivm.py", "extension_ops.py", "frontend.py", "wrappers.py", "ub.py",
-                 "aclshmem_wrappers.txt"):
+                 "ascend_ttir.py", "aclshmem_wrappers.txt"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
-    from triton_dist.language import _ext_emit      # how the extension ops reach the TTIR
-    with open(_ext_emit.__file__, "rb") as f:
-        h.update(f.read())
+    from triton_dist.language import _ext_emit, ascend_shapes  # how the extension ops and shapes reach the TTIR
+    for module in (_ext_emit, ascend_shapes):
+        with open(module.__file__, "rb") as f:
+            h.update(f.read())
     return h.hexdigest()[:16]
 
 
