@@ -37,9 +37,12 @@ Integers and bools must match exactly; floats within a relative 1e-4 (fp32), 1e-
 3e-2 (bf16), 0.25 (fp8) of the reference, plus that much of the mean magnitude of the
 reference tensor (configs split loops and reductions differently, so sums come out in
 another order).  The error is `triton_dist.sim.autotune.AutotuneMismatch`, a
-TritonDistError; a config that fails (a kernel error, or a refusal by the NPU compilers under
-`npu_compile=True` / `pytest --npu-compile`) fails the launch with its message prefixed by
-`autotuned kernel NAME, configs[i] (BLOCK=...): `.  @triton.heuristics needs nothing of the
+TritonDistError; a config that fails (a kernel error) fails the launch with its message
+prefixed by `autotuned kernel NAME, configs[i] (BLOCK=...): `.  Under `npu_compile=True` /
+`pytest --npu-compile` every config is compiled as it is launched; a config the NPU compilers
+refuse is not run, the others are, and the launch then fails with one NpuCompileError naming
+every refused config with the compiler's lines (triton-ascend's own autotuner would drop them
+silently: third_party/ascend/backend/runtime/autotuner.py:471-495 at a84b1eb5).  @triton.heuristics needs nothing of the
 simulator: Triton computes its constexprs before the launch, as on a device.
 
 Which Config fields matter on Ascend (triton-ascend a84b1eb5,
@@ -295,11 +298,24 @@ def _tune(tuner, kernel, args, kwargs):
     tensors = _tensors(tuner, {**tuner.nargs, **kwargs})
     start = _copies(tensors)
     results = []          # (config, its outputs), in the order run
+    refused = []          # the errors of configs a launch check refused (they never ran)
     for n, config in enumerate(pruned):
         if n:
             _put_back(tensors, start)            # every config computes from the launch's values
         label = f"autotuned kernel {kernel}, {describe(configs, index_of(configs, config), config)}: "
-        results.append((config, _run_one(tuner, args, kwargs, config, label, hooks=True)))
+        try:
+            results.append((config, _run_one(tuner, args, kwargs, config, label, hooks=True)))
+        except Exception as e:
+            if getattr(e, "launch_check", None) is None:
+                raise
+            refused.append(e)         # the npu-compile check: go on, so that every refused config is named
+    if refused:
+        first = refused[0]
+        text = (f"the {first.launch_check} check refuses {len(refused)} of {len(pruned)} configs of autotuned kernel "
+                f"{kernel} (triton-ascend's autotuner would drop them and tune among the others, so they never run "
+                f"on the NPU):\n" + "\n".join(str(e) for e in refused))
+        first.args = (text,)
+        raise first
     expected = next(out for c, out in results if c is chosen or c == chosen)
     problems = []
     for config, outputs in results:

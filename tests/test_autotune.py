@@ -126,6 +126,15 @@ def add_tuned(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + off, tl.load(x_ptr + off, mask=m) + tl.load(y_ptr + off, mask=m), mask=m)
 
 
+@triton.autotune(configs=[triton.Config({"BLOCK": 65536}), triton.Config({"BLOCK": 1024}),
+                          triton.Config({"BLOCK": 131072})], key=["n"])
+@triton.jit
+def add_tuned_two_big(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = off < n
+    tl.store(out_ptr + off, tl.load(x_ptr + off, mask=m) + tl.load(y_ptr + off, mask=m), mask=m)
+
+
 @triton.autotune(configs=[triton.Config({"BLOCK": 512}), triton.Config({"BLOCK": 1024})], key=["n"])
 @triton.jit
 def add_tuned_small(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -343,6 +352,14 @@ def test_launch_with_npu_compile_fails_naming_the_config_the_compiler_refuses(tm
     assert e.value.exc_type == "NpuCompileError"
     assert "autotuned kernel add_tuned, configs[1] (BLOCK=65536, num_warps=8): " in e.value.message
     assert UB_LINE in e.value.message
+    # every refused config is named, the first of the list included; the one that compiles ran
+    with pytest.raises(RankError) as e:
+        triton_dist.launch(_launch_add, add_tuned_two_big, world_size=1, npu_compile=True)
+    msg = e.value.message
+    assert "the npu-compile check refuses 2 of 3 configs of autotuned kernel add_tuned_two_big" in msg, msg
+    assert "configs[0] (BLOCK=65536): the NPU compiler refuses" in msg and UB_LINE in msg, msg
+    assert "configs[2] (BLOCK=131072): the NPU compiler refuses" in msg, msg
+    assert "configs[1] (BLOCK=1024)" not in msg, msg
 
 
 def test_a_replay_line_carries_the_chosen_reference(monkeypatch):

@@ -83,7 +83,13 @@ def launched(fn, args, constexprs) -> None:
             listener(True)
         try:
             for name in names:
-                registry.launch_check(name)(launch)
+                try:
+                    registry.launch_check(name)(launch)
+                except Exception as e:
+                    # which check refused the launch (the kernel never ran): the simulator's autotuner
+                    # goes on with the other configs and reports every refused one (sim/autotune.py)
+                    e.launch_check = name
+                    raise
         finally:
             for listener in list(_check_time_listeners):
                 listener(False)
