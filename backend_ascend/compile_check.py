@@ -81,6 +81,7 @@ def check(fn, sig, consts, *, tgt=None):
     """(status, outcome or reason): status "accepted", "refused", "known-limit" or "skipped"."""
     from . import cache, pipeline
     from .carry import CarryError
+    from .extension_ops import CannotLower
     tgt = tgt or target()
     t0 = time.monotonic()
     record = {"kernel": getattr(fn, "__qualname__", str(fn)), "file": getattr(getattr(fn, "__code__", None),
@@ -99,6 +100,8 @@ def check(fn, sig, consts, *, tgt=None):
         result = ("skipped", f"tools missing: {e}")
     except CarryError as e:
         result = ("skipped", f"not carried through triton-ascend 3.2.0's ttadapter: {e}")
+    except CannotLower as e:        # an extension op the 3.2.0 adapter does not take: no verdict
+        result = ("skipped", str(e))
     except TritonDistError as e:
         result = ("skipped", f"the frontend refuses it (the simulator reports this itself): {e}")
     except Exception as e:  # noqa: BLE001 - a fault of this checker must not pass as the compiler's verdict

@@ -268,3 +268,14 @@ def test_docs_list_every_case_that_cannot_be_lowered_with_its_message():
     for op, (*_, message) in CANNOT_LOWER.items():
         assert f"| `{op}` |" in section and message in section, op
 
+
+@needs_tools
+def test_the_launch_check_skips_what_cannot_be_lowered_saying_so(monkeypatch):
+    """Under --npu-compile a kernel with an op the 3.2.0 adapter does not take is skipped with the reason,
+    not passed off as a frontend refusal nor as the compiler's verdict."""
+    from triton_dist.backend_ascend import compile_check
+    monkeypatch.delenv(compile_check.LOG_ENV, raising=False)
+    kernel, sig, consts, message = CANNOT_LOWER["index_put"]
+    status, reason = compile_check.check(kernel, sig, consts)
+    assert status == "skipped", reason
+    assert reason.startswith("cannot lower kernel put_rows") and message in reason
