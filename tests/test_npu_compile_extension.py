@@ -105,6 +105,17 @@ def dot_then_vector(a_ptr, b_ptr, c_ptr, buf_ptr, K: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
+def flag_with_pipes(a_ptr, b_ptr, c_ptr, buf_ptr, event, K: tl.constexpr):
+    # test_sync_block.py names the pipes (PIPE_MTE1 -> PIPE_MTE3); here the event id is a run-time value
+    k = tl.arange(0, K)
+    acc = tl.dot(tl.load(a_ptr + k[None, :]), tl.load(b_ptr + k[:, None]))
+    tl.store(buf_ptr + tl.arange(0, 1)[:, None] + tl.arange(0, 1)[None, :], acc)
+    extension.sync_block_set("cube", "vector", event, extension.PIPE.PIPE_MTE1, extension.PIPE.PIPE_MTE3)
+    extension.sync_block_wait("cube", "vector", event, extension.PIPE.PIPE_MTE1, extension.PIPE.PIPE_MTE3)
+    tl.store(c_ptr, tl.load(buf_ptr))
+
+
+@triton.jit
 def barrier_modes(x_ptr, out_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     v = tl.load(x_ptr + offs)
@@ -279,3 +290,14 @@ def test_the_launch_check_skips_what_cannot_be_lowered_saying_so(monkeypatch):
     status, reason = compile_check.check(kernel, sig, consts)
     assert status == "skipped", reason
     assert reason.startswith("cannot lower kernel put_rows") and message in reason
+
+
+@needs_tools
+def test_a_kernels_pipes_and_run_time_event_id_reach_the_op(tmp_path):
+    sig = {"a_ptr": F32, "b_ptr": F32, "c_ptr": F32, "buf_ptr": F32, "event": "i32"}
+    out = _compile(flag_with_pipes, sig, {"K": 16}, keep=str(tmp_path))
+    assert out.accepted, out.report()
+    text = (tmp_path / "kernel.carried.ttir.mlir").read_text()
+    assert "hivm.hir.sync_block_set[<CUBE>, <PIPE_MTE1>, <PIPE_MTE3>] flag = %" in text
+    assert "hivm.hir.sync_block_wait[<VECTOR>, <PIPE_MTE1>, <PIPE_MTE3>] flag = %" in text
+    assert "arith.extsi %arg4 : i32 to i64" in text              # the event id argument, widened as the main line does
