@@ -7,12 +7,12 @@ import triton.language as tl
 
 @triton.jit
 def arange_kernel(out):
-    tl.store(out + tl.arange(0, 3), 1.0)        # ValueError inside Triton's semantic
+    tl.store(out + tl.arange(4, 2), 1.0)        # ValueError inside Triton's semantic (triton-ascend's too)
 
 
 @triton.jit
 def _helper(x):
-    return tl.arange(0, 3) + x
+    return tl.arange(4, 2) + x
 
 
 @triton.jit
