@@ -301,3 +301,13 @@ def test_a_kernels_pipes_and_run_time_event_id_reach_the_op(tmp_path):
     assert "hivm.hir.sync_block_set[<CUBE>, <PIPE_MTE1>, <PIPE_MTE3>] flag = %" in text
     assert "hivm.hir.sync_block_wait[<VECTOR>, <PIPE_MTE1>, <PIPE_MTE3>] flag = %" in text
     assert "arith.extsi %arg4 : i32 to i64" in text              # the event id argument, widened as the main line does
+
+
+def test_a_compile_for_the_cuda_device_library_refuses_them_by_name():
+    from triton_dist.backend_ascend.frontend import build_ttir
+    from triton_dist.backend_cuda import devlib
+    from triton_dist.errors import TritonDistError
+    with pytest.raises(TritonDistError, match=r"extension\.sort is triton-ascend's \(an Ascend NPU op\): a kernel "
+                                              r"compiled with device library 'triton_dist_cuda' cannot use it"):
+        build_ttir(sort_rows, {"x_ptr": F32, "out_ptr": F32}, {"ROWS": 4, "COLS": 32, "DESCENDING": True},
+                   extern_libs={devlib.LIBNAME: "/unused.bc"})

@@ -37,10 +37,23 @@ SYMBOL_PREFIX = "triton_dist.ext."
 _ids = itertools.count()
 
 
+def _refuse_other_device_libraries(op, _semantic):
+    """A compile that links a registered device library (backend 'cuda''s) is not for an NPU: the
+    markers would end as calls of symbols nothing defines, so say what is wrong instead."""
+    from triton_dist import registry
+    options = getattr(_semantic.builder, "options", None)
+    for name, _path in getattr(options, "extern_libs", None) or ():
+        if registry.device_library_emitter(name) is not None:
+            raise TritonDistError(f"triton.language.extra.cann.extension.{op} is triton-ascend's (an Ascend NPU "
+                                  f"op): a kernel compiled with device library {name!r} cannot use it; it runs on "
+                                  f"the simulator and compiles for the NPU (triton-dist npu-compile)")
+
+
 class _Group:
     """The markers of one extension-op call."""
 
     def __init__(self, op, _semantic):
+        _refuse_other_device_libraries(op, _semantic)
         self.op, self.semantic, self.id = op, _semantic, next(_ids)
         self.operands = 0
 
