@@ -36,7 +36,12 @@ def _lower(args) -> int:
     from triton_dist.language import block_pointers
     block_pointers.install()
     from . import lower
-    sys.stdout.write(lower(kernel, signature, constexprs, debug_info=args.debug_info).rstrip("\n") + "\n")
+    from .variants import variants
+    # an @triton.autotune kernel: every config's module, each under a line naming it (variants.py)
+    for v in variants(kernel, signature, constexprs):
+        if v.label:
+            sys.stdout.write(f"// {v.label}\n")
+        sys.stdout.write(lower(v.kernel, signature, v.constexprs, debug_info=args.debug_info).rstrip("\n") + "\n")
     return 0
 
 

@@ -333,6 +333,17 @@ def test_npu_compile_refuses_a_constexpr_the_configs_set(capsys):
     assert rc == 2 and "--constexpr BLOCK=... is set by the autotuner's configs" in err, (out, err)
 
 
+def test_lower_prints_the_module_of_every_config(capsys):
+    rc = main(["lower", f"{HERE}::add_tuned", "-s", ADD_SIG])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.index("// configs[0] (BLOCK=1024)") < out.index("// configs[1] (BLOCK=65536, num_warps=8)"), out
+    # each module is that config's: its blocks are BLOCK long
+    first, second = out.split("// configs[1]")
+    assert "tensor<1024xf32>" in first and "65536" not in first, first
+    assert "tensor<65536xf32>" in second, second
+
+
 def _launch_add(kernel):
     x, y, o = torch.arange(4096, dtype=torch.float32), torch.ones(4096), torch.zeros(4096)
     kernel[lambda meta: (triton.cdiv(4096, meta["BLOCK"]),)](x, y, o, 4096)
