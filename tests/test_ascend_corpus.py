@@ -172,3 +172,14 @@ def test_the_corpus_is_big_enough_and_names_its_styles():
         repo, path = c.style.split(": ")
         assert above and above[0].startswith(f"# style: {repo} {path}"), \
             f"{c.name}: the comment above {fn.__name__} should begin '# style: {repo} {path}', found {above}"
+
+
+def test_the_readme_table_lists_every_case():
+    """README's table is scripts/corpus_table.py's output: a case added or renamed since it was
+    measured makes this fail until the script is run again."""
+    import os
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    table = readme.split("<!-- corpus:begin -->", 1)[1].split("<!-- corpus:end -->", 1)[0]
+    listed = re.findall(r"^\| `([^`]+)` \|", table, re.M)
+    assert listed == [c.name for c in CASES], ("README's corpus table is not the corpus's: run "
+                                               ".venv/bin/python scripts/corpus_table.py --readme")

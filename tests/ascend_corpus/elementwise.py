@@ -1,7 +1,9 @@
-"""Element-wise kernels: masked tails, masked_fill, an autotuned exp-add, a saturating cast."""
+"""Element-wise kernels: masked tails, masked_fill, an autotuned exp-add, a saturating cast, a loop written
+with extension.parallel."""
 import torch
 import triton
 import triton.language as tl
+import triton.language.extra.cann.extension as extension
 
 from . import Case, Compile, EXACT, FP32, FP32_MATH, SGL, TA, gen, randn
 
@@ -89,6 +91,27 @@ def _quant_run(x, scale):
     return out
 
 
+# style: triton-lang/triton-ascend docs/zh/triton_api/Extension_Ops/parallel.md
+@triton.jit
+def parallel_strided_copy_kernel(input_ptr, out_ptr, n_elements: tl.constexpr, REPEATS: tl.constexpr):
+    x = tl.arange(0, n_elements)
+    src = input_ptr + x // 4
+    for i in extension.parallel(0, REPEATS, 1, bind_sub_block=False):
+        src += x // 4                                  # advanced REPEATS times in all
+    tl.store(out_ptr + x, tl.load(src + x % 4))
+
+
+def _par_run(x):
+    out = torch.empty(32, dtype=x.dtype)
+    parallel_strided_copy_kernel[(1,)](x, out, 32, 3)
+    return out
+
+
+def _par_ref(x):
+    i = torch.arange(32)
+    return x[(i // 4) * 4 + i % 4]
+
+
 CASES = [
     Case("axpy_masked_tail", TA + "third_party/ascend/tutorials/01-vector-add.py",
          axpy_tail_kernel, lambda: dict(x=randn(1000, 1), y=randn(1000, 2)), _axpy_run,
@@ -112,4 +135,7 @@ CASES = [
          quant_int8_kernel, _quant_inputs, _quant_run,
          lambda x, scale: (x * scale).clamp(-128, 127).to(torch.int8),
          [Compile({"x_ptr": "*fp32", "scale_ptr": "*fp32", "out_ptr": "*i8", "n": "i32"}, {"BLOCK": 64})], **EXACT),
+    Case("parallel_loop_strided_copy", TA + "docs/zh/triton_api/Extension_Ops/parallel.md",
+         parallel_strided_copy_kernel, lambda: dict(x=torch.arange(40, dtype=torch.int32)), _par_run, _par_ref,
+         [Compile({"input_ptr": "*i32", "out_ptr": "*i32"}, {"n_elements": 32, "REPEATS": 3})], **EXACT),
 ]

@@ -1,11 +1,9 @@
-"""Rotary embedding (neox style, bf16 q/k, fp32 cos/sin cache indexed by position) and a loop written
-with extension.parallel."""
+"""Rotary embedding (neox style, bf16 q/k, fp32 cos/sin cache indexed by position)."""
 import torch
 import triton
 import triton.language as tl
-import triton.language.extra.cann.extension as extension
 
-from . import BF16, Case, Compile, EXACT, TA, VA, gen, randn
+from . import BF16, Case, Compile, VA, gen, randn
 
 BF = torch.bfloat16
 
@@ -68,34 +66,10 @@ def _rope_ref(q, k, cos_sin, pos):
     return rot(q), rot(k)
 
 
-# style: triton-lang/triton-ascend docs/zh/triton_api/Extension_Ops/parallel.md
-@triton.jit
-def parallel_strided_copy_kernel(input_ptr, out_ptr, n_elements: tl.constexpr, REPEATS: tl.constexpr):
-    x = tl.arange(0, n_elements)
-    src = input_ptr + x // 4
-    for i in extension.parallel(0, REPEATS, 1, bind_sub_block=False):
-        src += x // 4                                  # advanced REPEATS times in all
-    tl.store(out_ptr + x, tl.load(src + x % 4))
-
-
-def _par_run(x):
-    out = torch.empty(32, dtype=x.dtype)
-    parallel_strided_copy_kernel[(1,)](x, out, 32, 3)
-    return out
-
-
-def _par_ref(x):
-    i = torch.arange(32)
-    return x[(i // 4) * 4 + i % 4]
-
-
 CASES = [
     Case("rope_neox_bf16", VA + "vllm_ascend/ops/triton/rope.py",
          rope_neox_kernel, _rope_inputs, _rope_run, _rope_ref,
          [Compile({"q_ptr": "*bf16", "q_row_stride": "i32", "k_ptr": "*bf16", "k_row_stride": "i32",
                    "cos_sin_ptr": "*fp32", "cos_sin_row_stride": "i32", "pos_ptr": "*i64", "num_tokens": "i32"},
                   {"n_qh": NQ, "n_kh": NK, "hd": HD, "rope_dim": RD, "pad_rope_dim": 32})], **BF16),
-    Case("parallel_loop_strided_copy", TA + "docs/zh/triton_api/Extension_Ops/parallel.md",
-         parallel_strided_copy_kernel, lambda: dict(x=torch.arange(40, dtype=torch.int32)), _par_run, _par_ref,
-         [Compile({"input_ptr": "*i32", "out_ptr": "*i32"}, {"n_elements": 32, "REPEATS": 3})], **EXACT),
 ]
