@@ -188,6 +188,16 @@ def _check(args):
                                f"script on the NPU, or simulate it from an environment without {name}")
 
 
+def _check_seed(option: str, seed) -> None:
+    """A seed given on the command line, refused before anything runs if no schedule can take it
+    (sim/schedulers seed_problem): the member printed and the replay line are then the seed's own."""
+    from triton_dist.cli import CliError
+    from . import schedulers
+    why = schedulers.seed_problem(seed)
+    if why is not None:
+        raise CliError(f"{option} {why}")
+
+
 def warm(path: str) -> None:
     """Before the first launch of a script: its ranks fork warm (triton_dist/launcher.py)."""
     from triton_dist import launcher
@@ -236,6 +246,7 @@ def configure_run(p):
 
 def run(args) -> int:
     _check(args)
+    _check_seed("--seed", args.seed)
     import triton_dist
     try:
         res = _launch(args, seed=args.seed, trace=args.trace)
@@ -285,6 +296,11 @@ def explore(args) -> int:
         raise CliError("explore needs a deterministic schedule: --schedule explore, aware, random or pct")
     if args.seeds < 1:
         raise CliError(f"--seeds must be at least 1, got {args.seeds}")
+    _check_seed("--first-seed", args.first_seed)
+    from . import schedulers
+    if args.first_seed + args.seeds - 1 > schedulers.SEED_MAX:
+        raise CliError(f"--first-seed {args.first_seed} with --seeds {args.seeds} runs past the last seed "
+                       f"2**64-1 ({schedulers.SEED_MAX}); start lower or try fewer seeds")
     kinds = {}          # kind -> [first seed, count, message]
     passed = 0
     t0 = time.monotonic()
@@ -336,6 +352,7 @@ def configure_replay(p):
 
 def replay(args) -> int:
     _check(args)
+    _check_seed("--seed", args.seed)
     from triton_dist.cli import CliError
     import triton_dist
     if args.schedule == "free":

@@ -47,6 +47,10 @@ def check_input(seed, trace, barrier_plus_one) -> None:
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise TritonDistError(f"launch: seed must be an int (or None: a random one, reported in the result), "
                               f"got {seed!r}; e.g. seed=17")
+    from . import schedulers
+    why = schedulers.seed_problem(seed)
+    if why is not None:
+        raise TritonDistError(f"launch: seed {why}")
     if not isinstance(barrier_plus_one, bool):
         raise TritonDistError(f"launch: barrier_plus_one must be True or False, got {barrier_plus_one!r}")
     if trace is None:

@@ -133,4 +133,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m triton_dist.cli`: this file runs as __main__, a second copy of the module whose
+    # CliError is not the one the subcommands raise (they import triton_dist.cli): run the
+    # imported module's main, so a user mistake is one line and exit 2, not a traceback
+    from triton_dist.cli import main as _main
+    sys.exit(_main())

@@ -35,6 +35,10 @@ MEMBERS = (
 
 def member(seed: int):
     """(strategy class, its attributes) that seed `seed` of explore runs."""
+    from . import seed_problem
+    why = seed_problem(seed)
+    if why is not None:         # launch and the CLI refuse such seeds first; never guess a member
+        raise ValueError(f"explore: seed {why}")
     cls, attrs = MEMBERS[seed % len(MEMBERS)]
     attrs = dict(attrs)
     if "steps_estimate" in attrs:     # every other round of the portfolio doubles k
