@@ -30,7 +30,7 @@ def removed() -> bool:
     """Does the installed triton lack block pointers?  (3.9 dropped tl.advance and left a
     make_block_ptr that raises.)"""
     import triton.language as tl
-    return not hasattr(tl, "advance")
+    return bool(getattr(tl, "_triton_dist_block_pointers", False)) or not hasattr(tl, "advance")
 
 
 def message(what: str) -> str:
@@ -44,7 +44,7 @@ def message(what: str) -> str:
 def install() -> None:
     """On a line without block pointers: tl.make_block_ptr and tl.advance raise the refusal."""
     import triton.language as tl
-    if not removed() or getattr(tl, "_triton_dist_block_pointers", False):
+    if getattr(tl, "_triton_dist_block_pointers", False) or not removed():
         return
     builtin = tl.core.builtin
 
