@@ -7,6 +7,7 @@ torch is imported by the methods that need it, never here.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import uuid
 
@@ -262,9 +263,12 @@ class SimBackend(Backend):
         a.itemsize = torch.empty((), dtype=dtype).element_size()
         f = _user_frame()
         a.origin = naming.origin(f.f_code.co_filename, f.f_lineno) if f is not None else ""
+        library = initcheck.library_caller(sys._getframe())     # the kernel library's workspace?
+        if library is not None:     # named as the library's, not after the user's variable
+            a.origin = f"the kernel library's workspace, allocated at {library} for the call at {_caller()}"
         buf = hs.maps[rt.rank]
         t = torch.frombuffer(buf, dtype=torch.uint8, count=a.nbytes, offset=a.offset)
-        if poison is None and initcheck.native_enabled():
+        if poison is None and library is None and initcheck.native_enabled():
             poison = f"triton_dist.symm_tensor with {initcheck.ENV}=1"
         if poison is not None:
             initcheck.poison(hs, rt.rank, a, _caller(), poison)

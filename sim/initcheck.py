@@ -8,7 +8,14 @@ pattern instead of zeros
   upstream code there expects aclshmem_malloc's memory);
 - for `triton_dist.symm_tensor` when TRITON_DIST_SIM_INIT_CHECK=1 (its contract is zero-filled,
   on the simulator and on the NPU backend alike, so this is an option: to check code meant to
-  run on raw aclshmem_malloc memory);
+  run on raw aclshmem_malloc memory) -- for the user's own calls only.  The kernel library
+  (triton_dist/kernels) allocates its workspaces through the same symm_tensor and relies on
+  that contract in writing: its signal slots start at zero and each call waits for its epoch
+  (triton_dist/kernels/_common.py, "fresh slots are zero (symm_tensor zero-fills, then
+  barriers)"), and every backend honours it (backend_ascend/runtime.py zeroes what
+  aclshmem_create_tensor returns, then barriers).  The library is correct there, so its
+  allocations keep the zero fill instead of being reported as the user's unwritten memory
+  (issue 32);
 and a kernel's read of a word that still holds its poison (tl.load, tl.atomic_*, a wait's poll,
 a signal ADD, the source of putmem/getmem) is reported at once as an UninitializedReadError,
 naming the read, the tensor and where it was allocated.
@@ -43,6 +50,27 @@ class UninitializedReadError(TritonDistError):
 def native_enabled() -> bool:
     """Does triton_dist.symm_tensor poison its memory (TRITON_DIST_SIM_INIT_CHECK=1)?"""
     return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def library_caller(frame):
+    """'file.py:LINE' of the triton_dist package code that called triton_dist.symm_tensor, when
+    the allocation is the library's own (its workspaces), else None: the user called it.
+    `frame`: any frame inside the call (the backend's symm_tensor); the public wrapper
+    triton_dist.symm_tensor and the simulator's own frames are skipped."""
+    import triton_dist
+    pkg = os.path.dirname(os.path.abspath(triton_dist.__file__))
+    sim = os.path.dirname(os.path.abspath(__file__))
+    wrapper = os.path.join(pkg, "__init__.py")
+    f = frame
+    while f is not None:
+        name = os.path.abspath(f.f_code.co_filename)
+        if not (name.startswith(sim + os.sep) or name == wrapper):
+            break
+        f = f.f_back
+    if f is None:
+        return None
+    name = os.path.abspath(f.f_code.co_filename)
+    return f"{os.path.relpath(name, os.path.dirname(pkg))}:{f.f_lineno}" if name.startswith(pkg + os.sep) else None
 
 
 def pattern(words: np.ndarray, rank: int) -> np.ndarray:

@@ -1,0 +1,86 @@
+"""Issue 32, "False alarms and hangs": each correct program passes, its buggy twin is still caught.
+
+- TRITON_DIST_SIM_INIT_CHECK=1 poisons what the user allocates with triton_dist.symm_tensor,
+  not the kernel library's workspaces (the library relies on symm_tensor's documented zero
+  fill, which every backend gives: sim/initcheck.py).  Oracle: torch's sum / concatenation;
+  the user's own unwritten read is still an UninitializedReadError.
+- A block that hands cube<->vector flags with sub_vec_id takes one AI core (1 cube + 2
+  vector cores): as many blocks as AI cores meet in sync_block_all("all"); one more cannot
+  all be resident, which is a deadlock on the NPU.  Oracle: the values each block read from
+  its neighbour; the device's AI core count (910B2: 24, AscendNPU-IR NPUTargetSpec.td).
+- A poll loop that also counts its rounds in memory (a counter nobody reads) spins: PCT does
+  not starve the producer behind it, and with nobody to set the flag it is a deadlock.
+  Oracle: the producer's sum; a flag nobody sets can never be seen.
+"""
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+from triton_dist import kernels
+from triton_dist.sim.initcheck import UninitializedReadError
+
+
+# ---- the initcheck and the kernel library ---------------------------------------------------------
+
+@triton.jit
+def _read_first(buf, out, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out + offs, tl.load(buf + offs))
+
+
+def _library_ops_under_initcheck(user_writes_first):
+    os.environ["TRITON_DIST_SIM_INIT_CHECK"] = "1"
+    try:
+        rank, n = triton_dist.rank(), triton_dist.world_size()
+        g = torch.Generator().manual_seed(rank)
+        x = torch.randn(2 * n, 300, generator=g)
+        got = {"one_shot": kernels.all_reduce(x), "ring": kernels.all_reduce(x, method="ring"),
+               "gather": kernels.all_gather(x), "scatter": kernels.reduce_scatter(x)}
+        a, b = torch.randn(8, 32, generator=g), torch.randn(32, 16, generator=torch.Generator().manual_seed(99))
+        got["ag_gemm"] = kernels.ag_gemm(a, b)
+        # the user's own allocation is still poisoned: reading it unwritten is reported
+        buf = triton_dist.symm_tensor((64,), torch.int32)
+        if user_writes_first:
+            buf.copy_(torch.arange(64, dtype=torch.int32))
+        triton_dist.barrier()
+        out = torch.zeros(64, dtype=torch.int32)
+        try:
+            _read_first[(1,)](buf, out, N=64)
+            user = out.tolist()
+        except UninitializedReadError as e:
+            user = str(e)
+        kernels.free_workspaces()
+        return {k: v.tolist() for k, v in got.items()}, x.tolist(), a.tolist(), user
+    finally:
+        os.environ.pop("TRITON_DIST_SIM_INIT_CHECK", None)
+
+
+def _oracle(xs, as_, n):
+    xs = [torch.tensor(x) for x in xs]
+    total = sum(xs)
+    m = xs[0].shape[0] // n
+    b = torch.randn(32, 16, generator=torch.Generator().manual_seed(99))
+    return {"one_shot": total, "ring": total, "gather": torch.cat(xs), "scatter": [total[r * m:(r + 1) * m] for r in range(n)],
+            "ag_gemm": torch.cat([torch.tensor(a) for a in as_]) @ b}
+
+
+@pytest.mark.parametrize("user_writes_first", [True, False])
+def test_initcheck_passes_the_kernel_library_and_still_catches_the_users_unwritten_read(user_writes_first):
+    n = 2
+    res = triton_dist.launch(_library_ops_under_initcheck, user_writes_first, world_size=n, timeout=240).values
+    want = _oracle([r[1] for r in res], [r[2] for r in res], n)
+    for rank, (got, _, _, user) in enumerate(res):
+        for op in ("one_shot", "ring", "gather", "ag_gemm"):
+            torch.testing.assert_close(torch.tensor(got[op]), want[op], rtol=1e-5, atol=1e-4, msg=op)
+        torch.testing.assert_close(torch.tensor(got["scatter"]), want["scatter"][rank], rtol=1e-5, atol=1e-4)
+        if user_writes_first:
+            assert user == list(range(64))
+        else:
+            assert isinstance(user, str) and user.startswith("uninitialised read: rank "), user
+            assert "'buf' allocated at test_trust_round4_sim.py:" in user, user
+            assert "(triton_dist.symm_tensor with TRITON_DIST_SIM_INIT_CHECK=1)" in user, user
