@@ -51,3 +51,79 @@ def test_cli_refuses_out_of_range_seeds_before_running(tmp_path):
         p = _cli(*argv)
         assert p.returncode == 2, (argv, p.stdout, p.stderr)
         assert option in p.stderr and "2**64-1" in p.stderr and "must not run" not in p.stderr, p.stderr
+
+
+# --- compare: every value type a launch returns; unknown tolerance keys refused --------------------
+
+import math  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
+
+from triton_dist import registry, testing  # noqa: E402
+from triton_dist.testing import BackendsDisagree, compare  # noqa: E402
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def simtwin(tmp_path, monkeypatch):
+    """The simulator registered a second time as backend "simtwin" (tests/twin_backends.py), so
+    compare has two backends that run on a machine without a GPU."""
+    info = tmp_path / "twin_backends-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: twin-backends\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[triton_dist.backends]\nsimtwin = twin_backends:SimTwinBackend\n")
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.refresh()
+    yield
+    registry.refresh()
+
+
+def _every_kind(skew=False):
+    """What a launch may return: numpy arrays and scalars, Python floats with infinities and NaN,
+    bools, None, strings, nested tuples/lists/dicts, torch tensors."""
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+    if skew and os.environ["TRITON_DIST_BACKEND"] == "simtwin":
+        arr[1, 2] = 7.5
+    return {"arr": arr, "ints": np.arange(3, dtype=np.int64), "np_scalar": np.float32(0.25), "flag": np.bool_(True),
+            "inf": math.inf, "ninf": -math.inf, "nan": math.nan, "t": torch.tensor([1.0, math.inf]),
+            "nested": ([None, True, "s", 3], {"x": [np.ones(2)]})}
+
+
+def test_compare_takes_every_value_type_a_launch_returns(simtwin):
+    res = compare(_every_kind, world_size=1, backends=("sim", "simtwin"))
+    assert res.results["sim"].values[0]["inf"] == math.inf
+    # a difference inside a numpy array is found where numpy says the arrays differ
+    with pytest.raises(BackendsDisagree) as ei:
+        compare(_every_kind, True, world_size=1, backends=("sim", "simtwin"))
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(6, dtype=np.float32).reshape(2, 3)
+    b[1, 2] = 7.5
+    want = tuple(int(i) for i in np.argwhere(~np.isclose(a, b))[0])
+    assert (ei.value.path, ei.value.index, ei.value.values) == ("['arr']", want, (a[want].item(), b[want].item()))
+
+
+@pytest.mark.parametrize("a,b,same", [
+    (math.inf, math.inf, True), (-math.inf, -math.inf, True), (math.nan, math.nan, True),
+    (math.inf, -math.inf, False), (1.0, math.inf, False), (math.inf, 1e308, False),
+    (np.array([math.inf, 1.0]), np.array([math.inf, 1.0]), True), (np.array([math.inf]), np.array([-math.inf]), False),
+    (np.float16(1.0), np.float16(1.0), True), (np.array([1, 2]), np.array([1, 3]), False),
+    ([np.zeros(2), None, False], [np.zeros(2), None, False], True), ({"a": 1, "b": 2}, {"b": 2, "a": 1}, True),
+    (True, 1, False), (np.array([1.0]), torch.tensor([1.0]), False)])
+def test_first_difference_agrees_with_python_and_numpy(a, b, same):
+    # the oracle: Python's == for scalars and containers (NaN counted equal), numpy's array_equal
+    assert (testing.first_difference(a, b) is None) == same
+
+
+def test_unknown_tolerance_keys_are_refused_before_launching(simtwin):
+    for bad in ({"fp16": 1e-3}, {"float61": 1e-3}, {torch.int32: 1}, {"float32": -1.0}):
+        with pytest.raises(TritonDistError) as ei:
+            compare(_every_kind, world_size=1, backends=("sim", "simtwin"), rtol=bad)
+        assert "float16" in str(ei.value) or "must be a number >= 0" in str(ei.value), str(ei.value)
+        with pytest.raises(TritonDistError):       # the pytest plugin's and the CLI's path
+            testing.check_values([1.0], [1.0], ("a", "b"), atol=bad)
+    # the valid forms: a torch dtype, a numpy dtype, a name
+    testing.check_values([np.float16(1.0)], [np.float16(1.0009765625)], ("a", "b"),
+                         rtol={torch.float16: 1e-3, np.float32: 1e-6, "bfloat16": 1e-2})
+    with pytest.raises(BackendsDisagree):
+        testing.check_values([np.float16(1.0)], [np.float16(1.0029296875)], ("a", "b"), rtol={"float16": 1e-3})

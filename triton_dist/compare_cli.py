@@ -69,6 +69,8 @@ def _compare(args) -> int:
                        f"{', '.join(registry.backend_names())}")
     if not os.path.isfile(args.script):
         raise CliError(f"no such file: {args.script}")
+    from .testing import check_tolerances
+    check_tolerances(args.rtol, args.atol, "triton-dist compare")     # a negative --rtol: refused before running
     if not 1 <= args.nproc <= launcher.MAX_WORLD_SIZE:
         raise CliError(f"-n must be between 1 and {launcher.MAX_WORLD_SIZE}, got {args.nproc}")
     for name in names:

@@ -13,18 +13,24 @@ ranks return, rank by rank, walking lists, tuples and dicts:
   collectives whose arithmetic is fixed (`bit_identical` marks them: the kernel library's
   all_gather, all_to_all, reduce_scatter and all_reduce, which copy, or sum in rank order in
   fp32, the same operations in the same order on every backend);
-- Python floats (a tensor's `.tolist()` has lost its dtype) with float32's tolerances, other
-  values (ints, strings, None, ...) with ==.
+- numpy arrays and numpy scalars as tensors are: same dtype and shape, then element by element,
+  floating ones with the tolerances of the torch dtype of the same name, the others exactly;
+- Python floats (a tensor's `.tolist()` has lost its dtype) with float32's tolerances, an
+  infinity equal only to itself and NaN to NaN (as torch.isclose), other values (ints, bools,
+  strings, None, ...) by type and ==; dicts by their keys, in any order.
 
 Explicit `rtol`/`atol` apply to every floating value, marked ones included; integers stay
 exact.  Either may be a dict keyed by dtype (`{torch.float16: 4e-3}` or `{"float16": 4e-3}`):
-then it applies to values of those dtypes only, the others keep their defaults (pytest:
+then it applies to values of those dtypes only, the others keep their defaults; a key that names
+no floating dtype (`{"fp16": ...}`, an integer dtype) or a negative tolerance is refused (pytest:
 `@pytest.mark.compare_tolerance(rtol=..., atol=...)` on a test, the same forms).  The first difference is reported with the rank, where in the returned value it is,
 the element's index and both values; the pytest plugin's `--compare-backends A,B` and
 `triton-dist compare` use the same comparison (`first_difference`).
 """
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, field
 
 BIT_IDENTICAL = "_triton_dist_bit_identical"     # the tensor attribute that marks an exact result
@@ -62,6 +68,7 @@ def compare(fn, *args, world_size, backends=("sim", "cuda"), rtol=None, atol=Non
     backends = tuple(backends)
     if len(backends) < 2 or len(set(backends)) != len(backends):
         raise TritonDistError(f"compare: backends must name at least two different backends, got {backends!r}")
+    check_tolerances(rtol, atol, "compare")          # before anything is launched
     out = Comparison(backends)
     for name in backends:
         out.results[name] = launcher.launch(fn, *args, world_size=world_size, backend=name)
@@ -71,8 +78,55 @@ def compare(fn, *args, world_size, backends=("sim", "cuda"), rtol=None, atol=Non
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def tolerance_keys() -> tuple:
+    """The dtype names a tolerance dict may be keyed by: torch's floating and complex dtypes (the
+    values compared with a tolerance; integers and booleans are compared exactly)."""
+    import torch
+    return tuple(sorted({_dtype_name(d) for d in vars(torch).values()
+                         if isinstance(d, torch.dtype) and (d.is_floating_point or d.is_complex)}))
+
+
+def check_tolerances(rtol, atol, what="compare") -> None:
+    """Refuse a tolerance that would be ignored or misread: a dict key that names no floating
+    dtype (`{"fp16": ...}`, a typo, an integer dtype), a value that is not a number >= 0."""
+    from triton_dist.errors import TritonDistError
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        entries = tol.items() if isinstance(tol, dict) else [(None, tol)]
+        for key, value in entries:
+            if key is not None and _key_name(key) not in tolerance_keys():
+                raise TritonDistError(
+                    f"{what}: {name} has the key {key!r}, which names no floating dtype, so it would apply to "
+                    f"nothing; key it by one of these dtypes (a torch or numpy dtype, or its name): {', '.join(tolerance_keys())} (integers and "
+                    f"booleans are compared exactly)")
+            if value is None and key is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                at = f"[{key!r}]" if key is not None else ""
+                raise TritonDistError(f"{what}: {name}{at} must be a number >= 0, got {value!r}")
+
+
+def _dtype_name(d) -> str:
+    return str(d).replace("torch.", "")
+
+
+def _key_name(key):
+    """A tolerance key as a dtype name: torch dtypes, numpy dtypes and scalar types, names."""
+    import numpy as np
+    import torch
+    if isinstance(key, torch.dtype):
+        return _dtype_name(key)
+    if isinstance(key, str) or key is None:       # (np.dtype(None) would be float64)
+        return str(key)
+    try:
+        return np.dtype(key).name
+    except TypeError:
+        return repr(key)
+
+
 def check_values(values_a, values_b, names, *, rtol=None, atol=None, what="") -> None:
     """Compare the per-rank values of two launches; BackendsDisagree at the first difference."""
+    check_tolerances(rtol, atol)
     a_name, b_name = names
     if len(values_a) != len(values_b):
         raise BackendsDisagree(f"backends {a_name!r} and {b_name!r} disagree{what}: {len(values_a)} ranks returned "
@@ -90,13 +144,20 @@ def check_values(values_a, values_b, names, *, rtol=None, atol=None, what="") ->
 
 def first_difference(a, b, *, rtol=None, atol=None, path=""):
     """None if a and b agree, else (path, index, value in a, value in b, how they were compared)."""
+    import numpy as np
     import torch
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return path, None, _kind(a), _kind(b), "a tensor on one backend only"
         return _tensor_difference(a, b, rtol, atol, path)
+    # numpy arrays and numpy scalars (np.float32(...), np.bool_, ...): by their dtype, as tensors are
+    if isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic)):
+        if not (isinstance(a, (np.ndarray, np.generic)) and isinstance(b, (np.ndarray, np.generic))) or \
+                isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
+            return path, None, _kind(a), _kind(b), "a numpy value on one backend only, or an array against a scalar"
+        return _array_difference(np.asarray(a), np.asarray(b), rtol, atol, path, scalar=not isinstance(a, np.ndarray))
     if isinstance(a, dict) and isinstance(b, dict):
-        if list(a) != list(b):
+        if type(a) is not type(b) or set(a) != set(b):       # as dict ==: the keys, not their order
             return path, None, f"keys {list(a)}", f"keys {list(b)}", "dicts with different keys"
         for k in a:
             d = first_difference(a[k], b[k], rtol=rtol, atol=atol, path=f"{path}[{k!r}]")
@@ -112,18 +173,32 @@ def first_difference(a, b, *, rtol=None, atol=None, path=""):
             if d is not None:
                 return d
         return None
-    if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
+    if type(a) is float and type(b) is float:
         r, t = _tolerances(torch.float32, _for_dtype(rtol, torch.float32), _for_dtype(atol, torch.float32))
-        ok = (a != a and b != b) or abs(a - b) <= t + r * abs(b)
+        # as torch.isclose: equal values first (inf == inf, though inf - inf is nan), NaN is NaN, an
+        # infinity equals only itself (inf vs -inf: |a - b| <= r * |b| holds, both sides inf)
+        ok = a == b or (a != a and b != b) or \
+            (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= t + r * abs(b))
         return None if ok else (path, None, a, b, f"Python floats, rtol {r:g}, atol {t:g}")
-    if type(a) is not type(b) or a != b:
-        return path, None, repr(a), repr(b), "=="
-    return None
+    if type(a) is not type(b):
+        return path, None, _kind(a), _kind(b), "values of different types"
+    try:
+        same = bool(a == b)
+    except Exception as e:              # noqa: BLE001 - an == without one truth value: compare what they show
+        same, how = repr(a) == repr(b), f"repr (== gave no truth value: {type(e).__name__})"
+    else:
+        how = "=="
+    return None if same else (path, None, repr(a), repr(b), how)
 
 
 def _kind(x) -> str:
+    import numpy as np
     import torch
-    return f"a tensor {_describe(x)}" if isinstance(x, torch.Tensor) else f"a {type(x).__name__} {x!r}"
+    if isinstance(x, torch.Tensor):
+        return f"a tensor {_describe(x)}"
+    if isinstance(x, np.ndarray):
+        return f"a numpy array {x.dtype}{list(x.shape)}"
+    return f"a {type(x).__name__} {x!r}"
 
 
 def _describe(t) -> str:
@@ -138,11 +213,46 @@ def _tolerances(dtype, rtol, atol):
 
 def _for_dtype(tol, dtype):
     """A tolerance given for every dtype (a number or None), or for some (a dict keyed by
-    torch dtype or its name): the one for `dtype`, None where the dict has none."""
+    torch dtype, numpy dtype or its name): the one for `dtype`, None where the dict has none."""
     if not isinstance(tol, dict):
         return tol
-    name = str(dtype).replace("torch.", "")
-    return tol.get(dtype, tol.get(name))
+    name = _key_name(dtype)
+    for key, value in tol.items():
+        if _key_name(key) == name:
+            return value
+    return None
+
+
+def _array_difference(a, b, rtol, atol, path, scalar=False):
+    """Two numpy arrays (0-d for numpy scalars): dtype and shape, then element by element with
+    the tolerances of the torch dtype of the same name (float16, float32, float64, complex)."""
+    import numpy as np
+    import torch
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return path, None, f"{a.dtype}{list(a.shape)}", f"{b.dtype}{list(b.shape)}", \
+            "numpy values of different dtype or shape"
+    if a.size == 0:
+        return None
+    if a.dtype.kind in "fc":
+        tdtype = getattr(torch, a.dtype.name, torch.float64)
+        r, t = _tolerances(tdtype, _for_dtype(rtol, a.dtype), _for_dtype(atol, a.dtype))
+        same = np.isclose(a, b, rtol=r, atol=t, equal_nan=True)
+        how = f"rtol {r:g}, atol {t:g} for numpy {a.dtype}"
+    elif a.dtype.kind in "biumMSUV":
+        same, how = a == b, f"exact (numpy {a.dtype})"
+    else:                               # object arrays: each element as a value of its own
+        for idx in np.ndindex(a.shape):
+            d = first_difference(a[idx], b[idx], rtol=rtol, atol=atol, path=f"{path}[{', '.join(map(str, idx))}]")
+            if d is not None:
+                return d
+        return None
+    same = np.asarray(same)
+    if bool(same.all()):
+        return None
+    bad = np.argwhere(~same)
+    index = None if scalar else tuple(int(i) for i in bad[0])
+    va, vb = (a.item(), b.item()) if scalar else (a[index].item(), b[index].item())
+    return path, index, va, vb, f"{how}; {len(bad)} of {a.size} elements differ"
 
 
 def _tensor_difference(a, b, rtol, atol, path):
