@@ -21,7 +21,7 @@ fi
 # the tests that exercise the interpreter adapters (sim/tritonapi/): conformance of the device
 # primitives and the kernel library against torch; the schedule sweeps and torchrun runs
 # test the scheduler and the launcher, which do not depend on the triton release
-SUBSET=(tests/test_canary.py tests/test_primitives.py tests/test_kernels.py
+SUBSET=(tests/test_canary.py tests/test_primitives.py tests/test_kernels.py tests/test_low_precision.py
         -k "not torchrun and not deterministic_schedules and not many_times_in_a_row")
 for version in ${TRITON_DIST_EXTRA_TRITONS-3.5.1 3.9.0}; do
   py=$(bash scripts/triton_venv.sh "$version")

@@ -42,9 +42,10 @@ from triton.language import semantic as _semantic_mod
 from triton.runtime import interpreter as _interp
 
 from triton_dist import kernel_launches
+from triton_dist.language import ascend_math
 
 from . import access, context, memory
-from .float_casts import rounding_fp_trunc
+from . import low_precision
 from .tritonapi import detect
 
 # The adapter of the installed triton's interpreter generation (sim/tritonapi/): every
@@ -449,6 +450,19 @@ def _dispatching_run(orig):
     return run
 
 
+def _dispatching_autotune(orig):
+    # kernel[grid](...) of a @triton.autotune kernel: where the simulator runs this process's
+    # kernels, every config runs and is checked against one (sim/autotune.py) instead of being
+    # timed on a device (Triton's own interpreter fails with "0 active drivers"); untouched elsewhere
+    def run(self, *args, **kwargs):
+        if _simulator_runs_kernels():
+            from . import autotune
+            return autotune.run(self, orig, *args, **kwargs)
+        return orig(self, *args, **kwargs)
+    run.__wrapped__ = orig
+    return run
+
+
 def _is_gluon(jit) -> bool:
     is_gluon = getattr(jit, "is_gluon", None)       # not on every generation's JITFunction
     return bool(is_gluon()) if callable(is_gluon) else False
@@ -532,6 +546,10 @@ def install() -> None:
     from triton.runtime.jit import JITFunction
     JITFunction.run = _dispatching_run(JITFunction.run)
     JITFunction.__call__ = _dispatching_call(JITFunction.__call__)
+    from triton.runtime.autotuner import Autotuner
+    Autotuner.run = _dispatching_autotune(Autotuner.run)
+    from triton_dist.language import block_pointers
+    block_pointers.install()        # on a triton without them: a refusal naming the lines that have them
     B = API.builder_class()
     B.create_get_program_id = _program_id
     B.grid_idx = _grid_idx_of_caller()
@@ -553,9 +571,10 @@ def install() -> None:
     _patch_lang = _interp._patch_lang
     _interp._patch_lang = _patch_lang_outside_launches(_patch_lang)
     B.create_dot = _dot(B.create_dot)
-    B.create_fp_trunc = rounding_fp_trunc(B.create_fp_trunc)
     B.create_addptr = _addptr(B.create_addptr)
     for name, pos in API.pointer_ops():
         setattr(B, name, _keeps_base(getattr(B, name), *pos))
     API.install_device_ops(B)
+    low_precision.install(B)          # bf16/fp8 computed on their values (after the device ops: sort)
+    ascend_math.install()             # triton-ascend's dtypes for tl.exp & co. on simulated cores
     _installed = True

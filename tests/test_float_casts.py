@@ -51,3 +51,31 @@ def test_random_values_after_arithmetic_round_like_torch():
     got = _run(accumulate_to_bf16_kernel, x)
     want = (x * 3.0 + 0.1).to(torch.bfloat16)
     np.testing.assert_array_equal(got.view(torch.int16).numpy(), want.view(torch.int16).numpy())
+
+
+# ---- the float8 codecs (sim/float_casts.py) against torch's conversions --------------------------
+
+def test_fp8_decode_and_round_to_nearest_even_match_torch_on_every_code_and_midpoint():
+    import triton.language as tl
+    from triton_dist.sim.float_casts import decode, encode
+    g = torch.Generator().manual_seed(1)
+    for tdt, dt in ((torch.float8_e5m2, tl.float8e5), (torch.float8_e4m3fn, tl.float8e4nv)):
+        codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+        values = codes.view(tdt).float().numpy()
+        got = decode(codes.numpy(), dt)
+        nan = np.isnan(values)
+        assert np.array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan], values[~nan])
+        finite = np.sort(values[np.isfinite(values)])
+        # every code, every midpoint between neighbours (the ties), either side of them, random
+        # values of every scale, the overflow region, inf and NaN
+        mids = (finite[:-1] / 2 + finite[1:] / 2).astype(np.float32)
+        x = np.concatenate([finite, mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf)),
+                            *(torch.randn(20000, generator=g).numpy() * s for s in (1e-5, 1e-2, 1.0, 1e2, 1e4)),
+                            np.array([6e4, 6.2e4, 1e6, -1e6, 470.0, 480.0, np.inf, -np.inf, np.nan], np.float32)])
+        x = x.astype(np.float32)
+        want = torch.from_numpy(x).to(tdt).view(torch.uint8).numpy()
+        bits = encode(x, dt)
+        ok = np.isnan(x)
+        assert np.isnan(decode(bits[ok], dt)).all()
+        np.testing.assert_array_equal(bits[~ok], want[~ok], err_msg=str(tdt))
