@@ -1,0 +1,135 @@
+"""Backend "hivm": the simulator's ranks, heaps and primitives, with each kernel launch run as the
+Ascend compiler made it (native code on this CPU) instead of interpreted.
+
+    TRITON_DIST_BACKEND=hivm python my_test.py      pytest --backend sim,hivm      --compare-backends sim,hivm
+
+The host side (symm_tensor, barrier, ...) and the device library (device_call) are the
+simulator's: a compiled kernel's aclshmem calls reach them through the backend interface
+(shmem.py).  The kernel side: at each launch (the simulator publishes it through
+triton_dist.kernel_launches), the kernel is compiled by the npu-compile pipeline and JIT-ed
+once per signature (stages.py, runner.py); the simulator's grid then dispatches the programs
+onto the device model's physical cores as the NPU does (sim/device.py, sim/runtime.py
+Dispatch), and each program, instead of the kernel's Python function, runs the native block
+with its block index.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from triton_dist import kernel_launches
+from triton_dist.sim.backend import SimBackend
+
+LOG_ENV = "TRITON_DIST_HIVM_LOG"     # path: one JSON line per kernel built (its stage, cached or not)
+
+_natives: dict = {}            # (fn, signature, constexprs) -> runner.Native
+_pending = threading.local()   # the launch the simulator published, until its grid runs
+_installed = [False]
+STAGES: dict = {}              # kernel name -> the stage it ran at, in this process
+
+
+class HivmBackend(SimBackend):
+    name = "hivm"
+    auto_priority = None       # never chosen by `auto`: asked for by name
+    rank_modules = SimBackend.rank_modules + ("llvmlite.binding", "triton_dist.backend_ascend.cpu_run.runner",
+                                              "triton_dist.backend_ascend.pipeline")
+
+    @classmethod
+    def missing(cls) -> list:
+        from ..toolchain import find
+        out = list(find().missing)
+        try:
+            import llvmlite.binding  # noqa: F401
+        except ImportError:
+            out.append("llvmlite (pip install llvmlite: the JIT of the compiled kernel)")
+        return out
+
+    @classmethod
+    def prepare(cls) -> None:
+        super().prepare()
+        if not _installed[0]:
+            kernel_launches.subscribe(_on_launch)
+            _installed[0] = True
+
+    def __init__(self):
+        super().__init__()
+        self.prepare()
+
+
+def _on_launch(launch) -> None:
+    """Kept for the grid that follows in this thread; the rank's runtime learns to run it natively."""
+    from triton_dist import backend
+    if not issubclass(backend.kernel_backend_class(), HivmBackend):
+        return
+    from triton_dist.sim import context
+    rt = context.current()
+    if rt is not None and not getattr(rt, "_hivm_wrapped", False):
+        rt.run_grid = _native_grid(rt.run_grid)
+        rt._hivm_wrapped = True
+    # compiled here, before the simulator patches the language for the grid (the frontend needs
+    # Triton's own), as the npu-compile launch check does
+    _pending.launch = (launch, _native_for(launch))
+
+
+def _native_grid(run_grid):
+    def run(fn, args, grid, tensors):
+        pending = getattr(_pending, "launch", None)
+        _pending.launch = None
+        if pending is None or pending[0].fn is not getattr(fn, "fn", fn):
+            return run_grid(fn, args, grid, tensors)
+        return run_grid(_program(*pending, grid), args, grid, tensors)
+    return run
+
+
+def _native_for(launch):
+    from triton_dist.backend_ascend.compile_check import signature_of
+
+    from . import runner, stages
+    sig, consts = signature_of(launch)
+    key = (launch.fn, tuple(sig.items()), tuple(sorted((k, repr(v)) for k, v in consts.items())))
+    native = _natives.get(key)
+    if native is None:
+        built = stages.build(launch.fn, sig, consts)
+        native = _natives[key] = runner.Native(built)
+        STAGES[built.kernel] = built.stage
+        _log({"kernel": built.kernel, "stage": built.stage, "cached": built.cached, "signature": sig,
+              "constexprs": {k: repr(v) for k, v in consts.items()}, "pid": os.getpid()})
+    return native, sig
+
+
+def _log(record) -> None:
+    path = os.environ.get(LOG_ENV, "").strip()
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+    if os.environ.get("TRITON_DIST_HIVM_VERBOSE"):
+        print(f"[hivm] kernel {record['kernel']} runs the module after {record['stage']}"
+              f"{' (cached)' if record['cached'] else ''}", file=sys.stderr)
+
+
+def _program(launch, built, grid):
+    """What the simulator's core runs for each program: the native block of that program."""
+    from triton_dist.sim import context
+
+    from .runner import LaunchArgs
+    native, sig = built
+    args = LaunchArgs(native, launch.fn, launch.args, sig, grid)
+    fn = launch.fn
+    gx, gy, gz = grid
+    blocks = gx * gy * gz
+
+    def program(**_interpreted_args):
+        c = context.core()
+        x, y, z = c.grid_idx
+        args.run_block(x * gy * gz + y * gz + z, blocks, getattr(c, "sub_vec", 0), getattr(c, "sub_blocks", 1))
+
+    # the simulator reads the kernel's source through these (mix kernel? sub_vec_id? sync_block flags?)
+    for attr in ("__code__", "__globals__", "__name__", "__qualname__", "__module__", "__defaults__"):
+        try:
+            setattr(program, attr, getattr(fn, attr))
+        except (AttributeError, TypeError, ValueError):
+            pass
+    program.__wrapped__ = fn
+    return program

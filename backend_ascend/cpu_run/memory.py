@@ -1,0 +1,176 @@
+"""What a compiled block may touch, and the faults the NPU raises when it touches something else.
+
+Global memory: the live buffers of the launch (each tensor argument's whole storage: a
+symmetric tensor's heap slot, a torch tensor's allocation).  Every global-memory access a
+template call makes (load_gm_to_ubuf_*, store_ubuf_to_gm_*) is checked against them before it
+runs; one outside every buffer is the NPU's MTE fault ("The DDR address of the MTE instruction
+is out of range", error 507035 in triton-ascend #2332 and vllm-ascend #16275), reported with the
+buffer, the byte offset and the source lines.  Scalar global loads/stores the compiler emits
+inline (memref.load on a gm memref) are plain loads in the JIT code and are NOT checked.
+
+On-chip memory: one buffer per space per core thread (rewrite.py), of the size the module's
+target spec gives (UB 192 KiB on 910B).  Every UB operand of a template call must lie inside
+it, and a vector operand must start 32-byte aligned (UB_ALIGN_SIZE = 256 bits in the module's
+target spec; NPUTargetSpec.td v1.2.0 line 70; the template library checks the same
+`isAddress32ByteAligned`, Template/include/Utils.h, v1.2.0).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from triton_dist.errors import TritonDistError
+
+MTE_OUT_OF_RANGE = "The DDR address of the MTE instruction is out of range"
+
+
+class DeviceFault(TritonDistError):
+    """What the NPU would stop the kernel with (the message says where and why)."""
+
+
+@dataclass
+class Buffer:
+    start: int
+    end: int
+    label: str            # "argument 'x_ptr' (float32[40])"
+    arg: str = ""         # the kernel parameter it was passed as
+
+
+@dataclass
+class BlockState:
+    """The running block of one core thread (set by the runner around each program)."""
+    block: int = 0
+    sub_block: int = 0
+    blocks: int = 1
+    sub_blocks: int = 1
+    buffers: list = field(default_factory=list)
+    spaces: dict = field(default_factory=dict)        # space -> numpy uint8 array
+    sizes: dict = field(default_factory=dict)
+    fault: BaseException | None = None
+    source_access: object = None                       # callable(arg name) -> source lines (runner.py)
+    kernel: str = ""
+    calls: int = 0
+
+    def fail(self, e: BaseException) -> None:
+        if self.fault is None:
+            self.fault = e
+
+
+_local = threading.local()
+
+
+def state() -> BlockState:
+    s = getattr(_local, "state", None)
+    if s is None:
+        raise TritonDistError("a template or aclshmem call of a compiled kernel ran outside a block of the hivm "
+                              "backend's runner")
+    return s
+
+
+def set_state(s: BlockState | None) -> None:
+    _local.state = s
+
+
+def space_base(space: str) -> int:
+    s = state()
+    buf = s.spaces.get(space)
+    if buf is None:
+        buf = s.spaces[space] = np.zeros(s.sizes[space], dtype=np.uint8)
+    return buf.ctypes.data
+
+
+# --- memref descriptors --------------------------------------------------------------------
+@dataclass
+class View:
+    aligned: int
+    offset: int
+    sizes: tuple
+    strides: tuple
+    itemsize: int
+    allocated: int
+
+    @property
+    def empty(self) -> bool:
+        return any(s <= 0 for s in self.sizes)
+
+    def span(self):
+        """[lo, hi) of the bytes the view touches."""
+        start = self.aligned + self.offset * self.itemsize
+        lo = hi = 0
+        for size, stride in zip(self.sizes, self.strides):
+            ext = (size - 1) * stride
+            lo, hi = lo + min(0, ext), hi + max(0, ext)
+        return start + lo * self.itemsize, start + (hi + 1) * self.itemsize
+
+    def array(self, dtype):
+        """numpy view (no copy) of the memory the descriptor names."""
+        dtype = np.dtype(dtype)
+        if self.empty:
+            return np.zeros(self.sizes, dtype=dtype)
+        lo, hi = self.span()
+        buf = (ctypes.c_char * (hi - lo)).from_address(lo)
+        flat = np.frombuffer(buf, dtype=np.uint8)
+        start = self.aligned + self.offset * self.itemsize - lo
+        return np.lib.stride_tricks.as_strided(flat[start:].view(dtype), shape=self.sizes,
+                                               strides=[st * self.itemsize for st in self.strides])
+
+
+def view(addr: int, rank: int, itemsize: int) -> View:
+    p = (ctypes.c_int64 * (3 + 2 * rank)).from_address(addr)
+    return View(p[1], p[2], tuple(p[3:3 + rank]), tuple(p[3 + rank:3 + 2 * rank]), itemsize, p[0])
+
+
+# --- the checks ----------------------------------------------------------------------------
+def _owner(s: BlockState, addr: int):
+    for b in s.buffers:
+        if b.start <= addr < b.end:
+            return b
+    return None
+
+
+def check_gm(v: View, what: str, kind: str) -> None:
+    """Raise the NPU's MTE fault if the global-memory view `v` reaches outside every live buffer."""
+    if v.empty:
+        return
+    s = state()
+    lo, hi = v.span()
+    for b in s.buffers:
+        if b.start <= lo and hi <= b.end:
+            return
+    base = _owner(s, v.allocated) or _owner(s, v.aligned) or _owner(s, lo)
+    if base is not None:
+        where = (f"{base.label}: bytes {lo - base.start}..{hi - base.start} of a {base.end - base.start}-byte buffer "
+                 f"(the first byte outside it at offset {max(base.end, min(hi, base.end)) - base.start})")
+    else:
+        where = f"address 0x{lo:x}..0x{hi:x}, which is in no live buffer"
+    lines = s.source_access(base.arg if base is not None else "") if s.source_access else ""
+    raise DeviceFault(
+        f"kernel {s.kernel}, block {s.block}: {MTE_OUT_OF_RANGE} (error 507035 on an NPU): the compiled kernel's "
+        f"{what} {kind}s {where}.{lines} Fix the kernel so that the compiled code stays in bounds (e.g. pad the "
+        f"buffer to the block size, or load with a contiguous mask that the compiler keeps as a bounded copy).")
+
+
+def check_ub(v: View, what: str, space: str = "ub", vector: bool = True) -> None:
+    if v.empty:
+        return
+    s = state()
+    buf = s.spaces.get(space)
+    if buf is None:
+        return
+    base, size = buf.ctypes.data, len(buf)
+    lo, hi = v.span()
+    if lo < base or hi > base + size:
+        raise DeviceFault(
+            f"kernel {s.kernel}, block {s.block}: the compiled kernel's {what} uses {space.upper()} bytes "
+            f"{lo - base}..{hi - base}, beyond the {size // 1024} KiB the core has ({space.upper()} overflow); "
+            f"make the kernel's blocks smaller")
+    start = v.aligned + v.offset * v.itemsize - base
+    align = s.sizes.get("ub_align", 32)
+    if vector and space == "ub" and start % align:
+        raise DeviceFault(
+            f"kernel {s.kernel}, block {s.block}: unaligned UB VEC access: the compiled kernel's {what} starts at "
+            f"UB byte {start}, not a multiple of {align} (vector instructions address UB in {align}-byte "
+            f"blocks; triton-ascend #1277, #1638)")

@@ -1,0 +1,110 @@
+"""Which compiled module the CPU runs, and its JIT-ready LLVM IR, cached per compile key.
+
+The goal is the module after `convert-hivm-to-std`: the one bishengir-compile hands to hivmc,
+where every HIVM op is a template-library call (stages_ir.compiled_ir).  Each built kernel
+records the stage it runs (`Built.stage`): the launch result lists them per kernel.
+
+The cache: $TRITON_DIST_HIVM_CACHE, else <npu-compile cache>/../hivm-cpu; one .ll and one .json
+per (npu-compile cache key, stage, the code of this package).  Deleting it is always safe.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+
+from triton_dist.errors import TritonDistError
+
+from . import lower, rewrite, stages_ir
+
+FINAL = "convert-hivm-to-std"
+CACHE_ENV = "TRITON_DIST_HIVM_CACHE"
+
+
+class CompileRefused(TritonDistError):
+    """The NPU compilers refuse the kernel as launched: nothing to run (the message is their report)."""
+
+
+@dataclass
+class Built:
+    kernel: str
+    stage: str            # the bishengir-compile pass the run module was taken after
+    ll: str               # LLVM IR
+    entry: list           # the entry's MLIR parameters, in order: ("memref"|"i64"|"i32"|..., attribute text)
+    sizes: dict           # on-chip space sizes (rewrite.target_sizes)
+    cached: bool = False
+
+
+def cache_dir() -> str:
+    env = os.environ.get(CACHE_ENV, "").strip()
+    if env:
+        return env
+    from ..cache import default_dir
+    return os.path.join(os.path.dirname(default_dir().rstrip(os.sep)), "hivm-cpu")
+
+
+@functools.lru_cache(maxsize=None)
+def _code_digest() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+_ENTRY = re.compile(r"func\.func @(\w+)\((.*)\) attributes \{[^\n]*hacc\.entry", re.M)
+
+
+def entry_params(text: str):
+    m = _ENTRY.search(text)
+    if m is None:
+        raise rewrite.RewriteError("the compiled module has no hacc.entry function")
+    params = []
+    for p in lower._split_top(m.group(2)):
+        ty = p.split(":", 1)[1].strip()
+        kind = "memref" if ty.startswith("memref<") else ty.split()[0]
+        params.append((kind, ty))
+    return m.group(1), params
+
+
+def build(fn, signature, constexprs, *, target=None, options=None) -> Built:
+    from .. import pipeline, toolchain
+    from ..frontend import as_jit_function
+    tools = toolchain.find()
+    if tools.missing:
+        raise pipeline.ToolsMissing("the hivm backend needs the NPU compile pipeline: " + "; ".join(tools.missing))
+    target = target or os.environ.get("TRITON_DIST_NPU_COMPILE_TARGET", "").strip() or pipeline.DEFAULT_TARGET
+    jit = as_jit_function(fn)
+    key = hashlib.sha256((pipeline.cache_key(pipeline._jit_key(fn, jit), jit.__name__, signature, constexprs,
+                                             target, options, tools) + FINAL + _code_digest()).encode()).hexdigest()
+    path = os.path.join(cache_dir(), key[:2], key)
+    try:
+        with open(path + ".json") as f:
+            meta = json.load(f)
+        with open(path + ".ll") as f:
+            return Built(meta["kernel"], meta["stage"], f.read(), [tuple(p) for p in meta["entry"]],
+                         meta["sizes"], cached=True)
+    except (OSError, ValueError, KeyError):
+        pass
+    outcome, text = stages_ir.compiled_ir(fn, signature, constexprs, after=FINAL, target=target, options=options,
+                                         tools=tools)
+    if text is None:
+        raise CompileRefused(outcome.report())
+    name, params = entry_params(text)
+    sizes = rewrite.target_sizes(text)
+    llvm_dialect = rewrite.per_core_spaces(lower.to_llvm_dialect(rewrite.rewrite(text), lower.bishengir_opt(
+        tools.compiler)))
+    built = Built(name, FINAL, lower.to_llvm_ir(llvm_dialect), params, sizes)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    for ext, data in ((".ll", built.ll), (".json", json.dumps({"kernel": name, "stage": FINAL, "entry": params,
+                                                                 "sizes": sizes}))):
+        part = f"{path}{ext}.{os.getpid()}.part"
+        with open(part, "w") as f:
+            f.write(data)
+        os.replace(part, path + ext)
+    return built

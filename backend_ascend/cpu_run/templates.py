@@ -1,0 +1,211 @@
+"""The template-library functions a module after convert-hivm-to-std calls, in numpy.
+
+bishengir-compile's convert-hivm-to-std turns each HIVM op into a call of a function of
+AscendNPU-IR's template library (bishengir/lib/Template, tag v1.2.0 = 8796a8ac), which hivmc
+links on an NPU.  Their C signatures (memref_t<T, R>* descriptors, scalars by value) are the
+ones the CPU-lowered module calls through MLIR's C interface, so each is bound here by name:
+
+- `_mlir_ciface_load_gm_to_ubuf_<R>d_<T>(src*, dst*, PadMode pad_mode, T pad_value,
+  int64_t left_padding_num)` (Template/include/DMA/DMAUtils.h:1191-1195): the GM view is
+  copied into the UB view; the `left_padding_num` elements before dst are filled with pad_value
+  (PadMode::Null pads 0: DMAUtils.h:28-32, lib/DMA/Ubuf/Copy1D.cpp:85-97);
+- `_mlir_ciface_store_ubuf_to_gm_<R>d_<T>(src*, dst*, AtomicKind)` (DMAUtils.h:1203-1207),
+  AtomicKind None/Add/Max/Min = 0..3 (DMAUtils.h:40);
+- element-wise `v<op>_<R>d_<T>(src0*, src1*, dst*, tmp*)`, `v<op>_vs_..(src0*, scalar, dst*, tmp*)`,
+  `v<op>_sv_..(scalar, src1*, dst*, tmp*)`, `v<op>_..(src0*, dst*, tmp*)`
+  (Template/include/Vector/VecUtils.h:971-1022);
+- `vcmp_<cond>` / `vcmps_<cond>` (Vector/CmpSel/CmpUtils.h:105-116), `vsel_{vv,vs,sv,ss}`
+  (Vector/CmpSel/SelUtils.h:47-160), `broadcast_scalar_<T>_to_<R>d(scalar, dst*)`
+  (Vector/Broadcast/BrcUtils.h:281), `arange_<R>d_<T>(dst*, offset, strides...)`
+  (Vector/Arange/ArangeUtils.h:27-44: dst[i] = offset + i*stride), reductions
+  `[enablevc_|enablevcg_]reduce_<op>_<r|ar|ra>_<T>(src*, dst*, tmp*, init)`
+  (Vector/Reduction/ReductionUtils.h:876-900).
+
+Every GM operand is checked against the live buffers and every UB operand against the core's
+UB (memory.py) before the copy runs.  A function the module calls that is not here fails the
+launch naming it (`unknown`): nothing is guessed.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import memory as M
+
+DTYPES = {"float": np.float32, "half": np.float16, "double": np.float64, "bool": np.bool_,
+          "int8_t": np.int8, "int16_t": np.int16, "int32_t": np.int32, "int64_t": np.int64,
+          "uint8_t": np.uint8, "uint16_t": np.uint16, "uint32_t": np.uint32, "uint64_t": np.uint64}
+_T = "(" + "|".join(DTYPES) + ")"
+
+PAD_NULL, PAD_FIRST_ELEM, PAD_VALUE = 0, 1, 2            # DMAUtils.h:28-32
+ATOMIC_NONE, ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN = 0, 1, 2, 3   # DMAUtils.h:40
+
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+          "min": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+SCALAR_OPS = {"adds": "add", "muls": "mul", "maxs": "max", "mins": "min", "sub": "sub", "div": "div",
+              "ands": "and", "ors": "or"}
+UNARY = {"exp": np.exp, "ln": np.log, "abs": np.abs, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+         "relu": lambda x: np.maximum(x, 0), "not": lambda x: np.logical_not(x) if x.dtype == np.bool_ else ~x,
+         "rec": lambda x: 1 / x, "tanh": np.tanh, "neg": np.negative}
+CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "le": np.less_equal,
+       "ge": np.greater_equal}
+REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
+REDUCE_INIT_COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+
+
+def _scalar(value, dtype):
+    """A scalar argument as the template gets it (half travels as its 16 bits)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float16 and isinstance(value, int):
+        return np.uint16(value).view(np.float16)
+    return dtype.type(value)
+
+
+class Call:
+    """One template call: its descriptors as numpy views, checked."""
+
+    def __init__(self, name, rank, dtype):
+        self.name, self.rank, self.dtype = name, rank, np.dtype(dtype)
+
+    def ub(self, ptr, dtype=None, rank=None, vector=True):
+        dt = np.dtype(dtype or self.dtype)
+        v = M.view(ptr, rank or self.rank, dt.itemsize)
+        M.check_ub(v, f"{self.name} operand", vector=vector)
+        return v.array(dt)
+
+    def gm(self, ptr, kind):
+        v = M.view(ptr, self.rank, self.dtype.itemsize)
+        M.check_gm(v, f"{self.name} ({'tl.load' if kind == 'read' else 'tl.store'} as the compiler made it)", kind)
+        return v
+
+
+def _load(name, rank, dt):
+    def run(src, dst, pad_mode, pad_value, left_pad):
+        c = Call(name, rank, dt)
+        g = c.gm(src, "read")
+        dv = M.view(dst, rank, c.dtype.itemsize)
+        if left_pad:
+            # the padding sits before dst's first element (Copy1D.cpp:97)
+            padded = M.View(dv.aligned, dv.offset - left_pad * dv.strides[-1],
+                            dv.sizes[:-1] + (dv.sizes[-1] + left_pad,), dv.strides, dv.itemsize, dv.allocated)
+            M.check_ub(padded, f"{name} destination", vector=False)
+            value = 0 if pad_mode == PAD_NULL else _scalar(pad_value, dt)
+            padded.array(dt)[..., :left_pad] = value
+        M.check_ub(dv, f"{name} destination", vector=False)
+        dv.array(dt)[...] = g.array(dt)
+    return run
+
+
+def _store(name, rank, dt):
+    def run(src, dst, atomic):
+        c = Call(name, rank, dt)
+        s = c.ub(src, vector=False)
+        g = c.gm(dst, "write").array(dt)
+        if atomic == ATOMIC_NONE:
+            g[...] = s
+        elif atomic == ATOMIC_ADD:
+            g[...] = g + s
+        elif atomic == ATOMIC_MAX:
+            g[...] = np.maximum(g, s)
+        elif atomic == ATOMIC_MIN:
+            g[...] = np.minimum(g, s)
+        else:
+            raise M.DeviceFault(f"{name}: atomic kind {atomic} is none of None/Add/Max/Min (DMAUtils.h:40)")
+    return run
+
+
+def _with_errstate(fn):
+    def run(*args):
+        with np.errstate(all="ignore"):       # inf/nan as the vector unit gives them, no warnings
+            return fn(*args)
+    return run
+
+
+def handler(name: str, params: list):
+    """The Python implementation of template function `name` (without _mlir_ciface_), or None."""
+    m = re.fullmatch(r"load_gm_to_ubuf_(\d)d_" + _T, name)
+    if m:
+        return _load(name, int(m[1]), DTYPES[m[2]])
+    m = re.fullmatch(r"store_ubuf_to_gm_(\d)d_" + _T, name)
+    if m:
+        return _store(name, int(m[1]), DTYPES[m[2]])
+    m = re.fullmatch(r"broadcast_scalar_" + _T + r"_to_(\d)d", name)
+    if m:
+        dt, rank = DTYPES[m[1]], int(m[2])
+
+        def brc(value, dst):
+            Call(name, rank, dt).ub(dst)[...] = _scalar(value, dt)
+        return brc
+    m = re.fullmatch(r"arange_(\d)d_" + _T, name)
+    if m:
+        rank, dt = int(m[1]), DTYPES[m[2]]
+
+        def arange(dst, offset, *strides):
+            d = Call(name, rank, dt).ub(dst)
+            idx = np.indices(d.shape) if d.size else np.zeros((rank,) + d.shape, dtype=np.int64)
+            d[...] = (offset + sum(i * s for i, s in zip(idx, strides))).astype(dt)
+        return arange
+    m = re.fullmatch(r"(?:enablevcg?_)?reduce_(sum|max|min|prod)_(r|ar|ra)_" + _T, name)
+    if m:
+        op, axes, dt = m[1], m[2], DTYPES[m[3]]
+        rank = len(axes)
+
+        def reduce(src, dst, tmp, init):
+            c = Call(name, rank, dt)
+            s, d = c.ub(src), c.ub(dst)
+            axis = None if axes == "r" else (rank - 1 if axes == "ar" else 0)
+            r = REDUCE[op](s, axis=axis, keepdims=axis is not None)
+            d[...] = REDUCE_INIT_COMBINE[op](r, _scalar(init, dt)).astype(dt)
+        return _with_errstate(reduce)
+    m = re.fullmatch(r"vcmps?_(eq|ne|lt|gt|le|ge)_(\d)d_" + _T, name)
+    if m:
+        f, rank, dt = CMP[m[1]], int(m[2]), DTYPES[m[3]]
+        scalar = name.startswith("vcmps_")
+
+        def cmp(a, b, dst):
+            c = Call(name, rank, dt)
+            rhs = _scalar(b, dt) if scalar else c.ub(b)
+            c.ub(dst, np.bool_)[...] = f(c.ub(a), rhs)
+        return cmp
+    m = re.fullmatch(r"vsel_(vv|vs|sv|ss)_(\d)d_(?:bool_)?" + _T, name)
+    if m:
+        form, rank, dt = m[1], int(m[2]), DTYPES[m[3]]
+
+        def sel(cond, a, b, dst, _tmp=None):
+            c = Call(name, rank, dt)
+            x = c.ub(a) if form[0] == "v" else _scalar(a, dt)
+            y = c.ub(b) if form[1] == "v" else _scalar(b, dt)
+            c.ub(dst)[...] = np.where(c.ub(cond, np.bool_), x, y)
+        return sel
+    m = re.fullmatch(r"v([a-z]+?)(?:_(vs|sv))?_(\d)d_" + _T, name)
+    if m:
+        op, form, rank, dt = m[1], m[2], int(m[3]), DTYPES[m[4]]
+        if form in ("vs", "sv"):
+            f = BINARY.get(SCALAR_OPS.get(op, op))
+            if f is None:
+                return None
+
+            def vs(a, b, dst, _tmp=None):
+                c = Call(name, rank, dt)
+                if form == "vs":
+                    out = f(c.ub(a), _scalar(b, dt))
+                else:
+                    out = f(_scalar(a, dt), c.ub(b))
+                c.ub(dst)[...] = out
+            return _with_errstate(vs)
+        if op in BINARY:
+            f = BINARY[op]
+
+            def vv(a, b, dst, _tmp=None):
+                c = Call(name, rank, dt)
+                c.ub(dst)[...] = f(c.ub(a), c.ub(b))
+            return _with_errstate(vv)
+        if op in UNARY:
+            f = UNARY[op]
+
+            def v(a, dst, _tmp=None):
+                c = Call(name, rank, dt)
+                c.ub(dst)[...] = f(c.ub(a))
+            return _with_errstate(v)
+    return None
