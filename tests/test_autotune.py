@@ -143,6 +143,15 @@ def add_tuned_small(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + off, tl.load(x_ptr + off, mask=m) + tl.load(y_ptr + off, mask=m), mask=m)
 
 
+# a config kwarg that is a compile option of triton-ascend, as its AutoTilingTuner adds `multibuffer`
+@triton.autotune(configs=[triton.Config({"BLOCK": 16, "multibuffer": False}),
+                          triton.Config({"BLOCK": 32, "multibuffer": True})], key=["n"])
+@triton.jit
+def scale_multibuffer(x, y, n, BLOCK: tl.constexpr):
+    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + off, tl.load(x + off, mask=off < n) * 2, mask=off < n)
+
+
 @triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["N_COLS"])})
 @triton.jit
 def row_sum_heuristic(x_ptr, out_ptr, N_COLS: tl.constexpr, BLOCK: tl.constexpr):
@@ -319,6 +328,18 @@ def test_npu_compile_gives_a_heuristics_kernel_its_computed_constexprs(capsys, t
     rc, out, _ = _cli(capsys, f"{HERE}::row_sum_heuristic", "-s", "x_ptr=*fp32,out_ptr=*fp32", "-c", "N_COLS=20")
     assert rc == 0, out
     assert "accepted: kernel row_sum_heuristic" in out and "BLOCK=32" in out, out
+
+
+@needs_tools
+def test_a_config_kwarg_that_is_a_compile_option_reaches_the_compiler_flags(capsys, tmp_path):
+    rc, out, _ = _cli(capsys, f"{HERE}::scale_multibuffer", "-s", "x=*fp32,y=*fp32,n=i32", "--keep", str(tmp_path))
+    assert rc == 0 and "2 of 2 configs accepted" in out, out
+    assert "--enable-auto-multi-buffer=False" in (tmp_path / "config0" / "bishengir-compile.cmd").read_text()
+    assert "--enable-auto-multi-buffer=True" in (tmp_path / "config1" / "bishengir-compile.cmd").read_text()
+    # the simulator runs the kernel's constexprs and leaves the option to the compiler
+    x, y = torch.arange(40, dtype=torch.float32), torch.zeros(40)
+    scale_multibuffer[lambda meta: (triton.cdiv(40, meta["BLOCK"]),)](x, y, 40)
+    assert torch.equal(y, x * 2)
 
 
 def test_npu_compile_asks_for_a_heuristic_value_it_cannot_compute(capsys):
