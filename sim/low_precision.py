@@ -180,6 +180,49 @@ def _sort(orig):
     return create_sort
 
 
+# ---- atomic add of bf16 (the only atomic Triton allows on it) ---------------------------------
+
+def _atomic_rmw(orig):
+    """tl.atomic_add on bf16: the interpreter's C++ atomic has no bf16 add ("Unsupported data
+    type"); each active lane is a compare-and-swap loop on its 16-bit word through the builder's
+    own create_atomic_cas (the simulator's access path: its checks, ordering and schedule
+    points), adding in f32 and rounding once.  The NPU adds bf16 atomically too (a bare atomic
+    `hivm.store`, docs/device_model.md); its rounding there: inferred, not verified."""
+    def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
+        if not (_raw(val) and val.dtype == tl.bfloat16 and rmwOp == _interp._ir.ATOMIC_OP.FADD):
+            return orig(self, rmwOp, ptr, val, mask, sem, scope)
+        ptrs, vals = np.asarray(ptr.data), np.asarray(val.data)
+        active = np.broadcast_to(np.asarray(mask.data, dtype=bool) if mask is not None else True, ptrs.shape)
+        old = np.zeros(ptrs.shape, dtype=np.uint16)
+        for i in zip(*np.nonzero(active)) if ptrs.ndim else [()]:
+            lane = TensorHandle(ptrs[i].reshape(1), ptr.dtype, dict(getattr(ptr, "attr", {})))
+            add = decode(vals[i].reshape(1), tl.bfloat16)
+            seen = self.create_atomic_cas(lane, TensorHandle(np.zeros(1, np.uint16), tl.bfloat16),
+                                          TensorHandle(np.zeros(1, np.uint16), tl.bfloat16), sem, scope).data
+            while True:            # `seen` is the word's value; swap in seen + add unless it changed
+                new = encode(decode(seen, tl.bfloat16) + add, tl.bfloat16)
+                got = self.create_atomic_cas(lane, TensorHandle(seen.astype(np.uint16), tl.bfloat16),
+                                             TensorHandle(new, tl.bfloat16), sem, scope).data
+                if got[0] == seen[0]:
+                    break
+                seen = got
+            old[i] = seen[0]
+        return TensorHandle(old, val.dtype)
+    create_atomic_rmw.__wrapped__ = orig
+    return create_atomic_rmw
+
+
+def _print(orig):
+    """tl.device_print of bf16/fp8 shows the values (the interpreter printed the raw bits);
+    hex=True still prints the bits."""
+    def create_print(self, prefix, hex, values, isSigned):
+        if not hex and any(_raw(v) for v in values):
+            values = [_wide(v) if _raw(v) else v for v in values]
+        return orig(self, prefix, hex, values, isSigned)
+    create_print.__wrapped__ = orig
+    return create_print
+
+
 # which builder methods are wrapped, and how
 _BINARY = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem", "create_precise_divf",
            "create_minimumf", "create_minnumf", "create_maximumf", "create_maxnumf")
@@ -192,7 +235,8 @@ WRAPPED = {**{name: lambda orig: _rounded(orig, 2) for name in _BINARY},
            **{name: _rounded_f16_too for name in _ROUNDED_F16_TOO},
            **{name: _compared for name in _COMPARED},
            "create_fp_trunc": _fp_trunc, "create_fp_ext": _fp_ext, "create_si_to_fp": _int_to_fp,
-           "create_ui_to_fp": _int_to_fp, "create_fp_to_fp": _fp_to_fp}
+           "create_ui_to_fp": _int_to_fp, "create_fp_to_fp": _fp_to_fp, "create_atomic_rmw": _atomic_rmw,
+           "create_print": _print}
 # wrapped where the builder has them (create_sort: stock triton gets it from sim/cann_device.py,
 # triton-ascend brings its own, which sorts bit patterns as well)
 WRAPPED_IF_PRESENT = {"create_sort": _sort,

@@ -422,6 +422,35 @@ def test_fp8_arithmetic_and_casts_match_torch(dt):
     assert torch.equal(o32, x.float())
 
 
+# ---- atomic add and device_print of bf16 --------------------------------------------------------------
+
+@triton.jit
+def atomic_print_kernel(x, acc, N: tl.constexpr):
+    r = tl.arange(0, N)
+    v = tl.load(x + r)
+    tl.atomic_add(acc + r, v, mask=r < N - 1)
+    if tl.program_id(0) == 0:
+        tl.device_print("v", v)
+
+
+def test_bf16_atomic_add_and_device_print_use_values():
+    """Four programs add x into acc (bf16): acc + 4x, each add rounded once (exact here); the
+    interpreter's own atomic refused bf16 ('Unsupported data type') and printed raw bits."""
+    import contextlib
+    import io
+    x = torch.tensor([1.5, -2, 0.25, 3], dtype=torch.bfloat16)
+
+    def body():
+        acc = torch.tensor([1, 1, 1, 1], dtype=torch.bfloat16)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            atomic_print_kernel[(4,)](x, acc, N=4)
+        return acc.float().tolist(), out.getvalue()
+    acc, printed = _run(body)
+    assert acc == [7.0, -7.0, 2.0, 1.0]
+    assert "v:  [ 1.5  -2.    0.25  3.  ]" in printed, printed
+
+
 # ---- an sgl-kernel-npu style add + RMSNorm: bf16 in, f32 accumulation, bf16 out -----------------------
 
 @triton.jit
