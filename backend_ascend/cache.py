@@ -5,13 +5,20 @@ a kernel once: the first compiles, the others wait and read its verdict.
 
 Where: $TRITON_DIST_NPU_COMPILE_CACHE, else $XDG_CACHE_HOME/triton_dist/npu-compile, else
 ~/.cache/triton_dist/npu-compile.  Deleting the directory is always safe.
+
+A directory that cannot be made or written (a read-only HOME, a path under a file) is found
+before anything is compiled (`problem()`); callers compile without the cache, saying so, and
+never take the failure for a verdict.
 """
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import tempfile
 from contextlib import contextmanager
+
+from triton_dist.errors import TritonDistError
 
 ENV = "TRITON_DIST_NPU_COMPILE_CACHE"
 
@@ -24,9 +31,30 @@ def default_dir() -> str:
     return os.path.join(base, "triton_dist", "npu-compile")
 
 
+class CacheUnavailable(TritonDistError):
+    """The verdict cache's directory cannot be made or written (the message says where and what to do)."""
+
+
+_problems: dict = {}        # root -> the reason it cannot be used ("" when it can), once per process
+
+
 class Cache:
     def __init__(self, root: str | None = None):
-        self.root = root or default_dir()
+        self.root = os.path.abspath(root or default_dir())
+
+    def problem(self) -> str:
+        """Why this cache cannot be used here (empty: it can): made and written once, the answer kept."""
+        if self.root not in _problems:
+            try:
+                os.makedirs(self.root, exist_ok=True)
+                fd, probe = tempfile.mkstemp(dir=self.root, prefix=".probe-")
+                os.close(fd)
+                os.unlink(probe)
+                _problems[self.root] = ""
+            except OSError as e:
+                _problems[self.root] = (f"the NPU compile verdict cache {self.root} cannot be used "
+                                        f"({e.strerror or e}); set {ENV} to a writable directory")
+        return _problems[self.root]
 
     def _path(self, key, ext):
         return os.path.join(self.root, key[:2], f"{key}.{ext}")

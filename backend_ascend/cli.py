@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from triton_dist.cli import Subcommand, constexpr_value, load_target, parse_assignments
+from triton_dist.cli import CliError, Subcommand, constexpr_value, load_target, parse_assignments
 
 
 def _configure_kernel(p: argparse.ArgumentParser, what: str):
@@ -61,15 +61,50 @@ def _configure_npu_compile(p: argparse.ArgumentParser):
                    help="triton-ascend compile options that change bishengir-compile's flags, e.g. multibuffer=False")
 
 
+def _kernel_constexprs(raw: dict, kernel, spec: str) -> dict:
+    """--constexpr values: a Python literal (16, 1.5, True, 'text'), or the name of a @triton.jit function
+    of the kernel's file (ACT=act, as a launch passes ACT=act).  A bare word that is neither is refused
+    naming the constexpr (the frontend would fail on it far from the cause: "'str' object has no
+    attribute 'dtype'")."""
+    from .source_key import _unwrap
+    base = _unwrap(kernel)
+    module = sys.modules.get(getattr(base, "__module__", ""), None)
+    out = {}
+    for name, text in raw.items():
+        value = constexpr_value(text)
+        quoted = text[:1] in "'\"" and text[-1:] == text[:1] and len(text) >= 2
+        if isinstance(value, str) and not quoted:
+            member = getattr(module, text, None) if text.isidentifier() else None
+            if member is not None and _is_jit(member):
+                value = member
+            else:
+                raise CliError(f"--constexpr {name}={text}: {text!r} is not a number, a bool, a quoted string or a "
+                               f"@triton.jit function of {spec.rsplit('::', 1)[0]}; give e.g. {name}=16, "
+                               f"{name}=True, {name}=\"'{text}'\" for the string, or the name of a @triton.jit "
+                               f"function defined in that file")
+        out[name] = value
+    return out
+
+
+def _is_jit(obj) -> bool:
+    from triton_dist.cli import _is_kernel
+    from .variants import is_tuned
+    return _is_kernel(obj) or is_tuned(obj)
+
+
 def _npu_compile(args) -> int:
     from . import pipeline
     from .variants import is_tuned, variants
     signature = parse_assignments(args.signature, "--signature", "sig=*i32,buf=*fp32")
-    constexprs = {k: constexpr_value(v) for k, v in
-                  parse_assignments(args.constexpr, "--constexpr", "BLOCK=16").items()}
+    raw_constexprs = parse_assignments(args.constexpr, "--constexpr", "BLOCK=16")
     options = {k: constexpr_value(v) for k, v in
                parse_assignments(args.option, "--option", "multibuffer=False").items()}
     kernel = load_target(args.kernel)
+    if not _is_jit(kernel):
+        raise CliError(f"{args.kernel}: expected a @triton.jit kernel (or an @triton.autotune / @triton.heuristics "
+                       f"one), got {type(kernel).__name__} {getattr(kernel, '__name__', '')!s}; decorate it with "
+                       f"@triton.jit")
+    constexprs = _kernel_constexprs(raw_constexprs, kernel, args.kernel)
     from triton_dist.language import block_pointers
     block_pointers.install()        # on a triton without them: a refusal naming the lines that have them
     target = args.target or pipeline.DEFAULT_TARGET
@@ -123,4 +158,5 @@ def _print_outcome(out, keep) -> None:
 
 NPU_COMPILE = Subcommand("npu-compile", "compile a kernel with the real NPU compilers (triton-ascend's "
                          "triton-adapter-opt, AscendNPU-IR's bishengir-compile) up to hivmc; exit 0 accepted, "
-                         "1 refused, 2 tools missing", _configure_npu_compile, _npu_compile, order=41)
+                         "1 refused by the compilers, 2 anything else (tools missing, cannot lower, a wrong "
+                         "argument, target or path)", _configure_npu_compile, _npu_compile, order=41)

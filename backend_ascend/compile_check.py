@@ -39,6 +39,14 @@ class NpuCompileError(TritonDistError):
     """The real NPU compiler refuses a kernel as it was launched (the message is its report)."""
 
 
+class NpuCompileCheckError(TritonDistError):
+    """The check could not run (a wrong TRITON_DIST_NPU_COMPILE_TARGET, a fault of the checker): the
+    launch fails saying so, since a check that did not run must not pass."""
+
+
+_cache_warned: set = set()     # cache roots this process said it compiles without
+
+
 _wanted_memo: dict = {}    # (function, TRITON_DIST_NPU_COMPILE_SOURCES) -> is the function under them
 _verdicts: dict = {}       # in-process memo: (function, signature, constexprs) -> (status, outcome or reason)
 
@@ -78,7 +86,9 @@ def _log(record):
 
 
 def check(fn, sig, consts, *, tgt=None):
-    """(status, outcome or reason): status "accepted", "refused", "known-limit" or "skipped"."""
+    """(status, outcome or reason): status "accepted", "refused", "known-limit", "skipped" (the tools
+    missing, a form the 3.2.0 adapter cannot be given, a kernel the frontend refuses) or "error"
+    (the check could not run: check_launch fails the launch)."""
     from . import cache, pipeline
     from .carry import CarryError
     from .extension_ops import CannotLower
@@ -94,18 +104,28 @@ def check(fn, sig, consts, *, tgt=None):
         logged.append(outcome)
         _log(_record(record, _status(record, outcome), outcome, t0))
 
+    verdicts = cache.Cache()
+    if verdicts.problem():          # compile without it, saying so once: the check itself still runs
+        if verdicts.root not in _cache_warned:
+            _cache_warned.add(verdicts.root)
+            import sys
+            sys.stderr.write(f"triton_dist npu-compile: {verdicts.problem()}; compiling without the cache\n")
+        verdicts = None
     try:
-        out = pipeline.compile_kernel(fn, sig, consts, target=tgt, cache=cache.Cache(), on_compiled=log_fresh)
+        out = pipeline.compile_kernel(fn, sig, consts, target=tgt, cache=verdicts, on_compiled=log_fresh)
     except pipeline.ToolsMissing as e:
         result = ("skipped", f"tools missing: {e}")
     except CarryError as e:
         result = ("skipped", f"not carried through triton-ascend 3.2.0's ttadapter: {e}")
     except CannotLower as e:        # an extension op the 3.2.0 adapter does not take: no verdict
         result = ("skipped", str(e))
+    except (pipeline.UsageError, cache.CacheUnavailable) as e:     # the check could not run: never a pass
+        result = ("error", f"the NPU compile check could not run: {e}")
     except TritonDistError as e:
         result = ("skipped", f"the frontend refuses it (the simulator reports this itself): {e}")
-    except Exception as e:  # noqa: BLE001 - a fault of this checker must not pass as the compiler's verdict
-        result = ("skipped", f"internal error of the NPU compile check ({type(e).__name__}: {e}); please report it")
+    except Exception as e:  # noqa: BLE001 - a fault of this checker must not pass, nor pass as a verdict
+        result = ("error", f"the NPU compile check could not run: internal error ({type(e).__name__}: {e}); "
+                           f"please report it")
     else:
         result = (out.status, out)
         if out.status == "refused":
@@ -168,3 +188,6 @@ def check_launch(launch) -> None:
     status, what = verdict
     if status == "refused":
         raise NpuCompileError(what.report())
+    if status == "error":
+        _verdicts.pop(key, None)      # not a verdict: the next launch tries again
+        raise NpuCompileCheckError(what)

@@ -89,6 +89,69 @@ class ToolsMissing(TritonDistError):
     """The adapter or the compiler is not on this machine (the message names which and why)."""
 
 
+class UsageError(TritonDistError):
+    """An argument, a path, a target or a cache that is wrong: no verdict on the kernel (exit 2; one
+    line saying what to do).  Only the compilers' own refusal of the kernel is a refusal."""
+
+
+# bishengir-compile's complaints about its command line (LLVM's cl parser), not about the kernel
+_CMDLINE_ERROR = re.compile(r"for the --[\w-]+ option:|Unknown command line argument|Failed to open input file")
+
+
+@functools.lru_cache(maxsize=None)
+def known_targets(compiler: str) -> tuple:
+    """The --target values this bishengir-compile takes, from its own --help (empty when it lists none)."""
+    try:
+        out = subprocess.run([compiler, "--help"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    targets, inside = [], False
+    for line in out.splitlines():
+        if re.match(r"\s*--target=<value>", line):
+            inside = True
+            continue
+        m = re.match(r"\s*=([\w.-]+)\s+-", line)
+        if inside and m:
+            targets.append(m.group(1))
+        elif inside:
+            break
+    return tuple(targets)
+
+
+def check_target(target, tools) -> None:
+    """A target bishengir-compile does not know is the caller's mistake, never the kernel's refusal."""
+    import difflib
+    if target == DEFAULT_TARGET:        # in every bishengir-compile's list (1.2.0's --help; CANN's): no --help run
+        return
+    known = known_targets(tools.compiler)
+    if not known or target in known:
+        return
+    close = difflib.get_close_matches(target, known, n=3, cutoff=0.6)
+    close += [t for t in known if t.lower() == str(target).lower() and t not in close]
+    hint = f" (did you mean {' or '.join(dict.fromkeys(close))}?)" if close else ""
+    raise UsageError(f"unknown NPU target {target!r}{hint}; {tools.compiler} takes --target "
+                     f"{', '.join(known)} (default {DEFAULT_TARGET}); give one of these with --target or "
+                     f"TRITON_DIST_NPU_COMPILE_TARGET")
+
+
+def keep_dir(keep):
+    """--keep DIR as an absolute directory (bishengir-compile runs inside it, so a relative path would be
+    looked up again below itself); a path that exists and is not a directory is refused."""
+    if keep is None:
+        return None
+    path = os.path.abspath(os.fspath(keep))
+    if os.path.exists(path) and not os.path.isdir(path):
+        where = "" if path == os.fspath(keep) else f" ({path})"
+        raise UsageError(f"--keep {keep}{where} exists and is not a directory; name a directory to keep the "
+                         f"stages in (it is created if missing)")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--keep {keep}: cannot create the directory ({e.strerror}); name a writable directory") \
+            from None
+    return path
+
+
 @dataclass
 class Outcome:
     kernel: str
@@ -192,13 +255,15 @@ def _ir_after(stderr: str, pass_name: str):
 
 def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TARGET, options=None, keep=None):
     """(status, stage, failed_at, errors, extern calls, notes, seconds) of a TTIR module."""
-    from . import carry, extension_ops, wrappers
+    from . import carry, extension_ops, ttir_forms, wrappers
     seconds = {}
     t0 = time.monotonic()
+    frontend_ttir = ttir
+    ttir, _ = ttir_forms.to_320(ttir)       # a newer stock Triton's forms, as triton-ascend 3.2's frontend prints them
     carried, plan = carry.carry_ttir(ttir, has_dot)
     with tempfile.TemporaryDirectory() as tmp:
         work = keep or tmp
-        _write(keep, "kernel.ttir.mlir", ttir)
+        _write(keep, "kernel.ttir.mlir", frontend_ttir)
         src = os.path.join(work, "kernel.carried.ttir.mlir")
         with open(src, "w") as f:
             f.write(carried)
@@ -213,6 +278,9 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
         if gap is not None:
             raise gap
         if proc.returncode != 0 or not os.path.exists(adapted):
+            unparsed = _parse_errors(tools, src)
+            if unparsed:            # the adapter cannot even read the module: a gap between releases
+                raise extension_ops.CannotLower(_unparsed_message(kernel, unparsed))
             errors = _error_lines(proc.stderr)
             if proc.returncode < 0 or proc.returncode > 128:
                 errors.insert(0, f"triton-adapter-opt crashed ({_signal_name(proc.returncode)})")
@@ -237,6 +305,10 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
             _write(keep, f"kernel.{STOP_PASS}.mlir", final)
         errors = _error_lines(proc.stderr)
         errors = [e for e in errors if "Failed to run BiShengHIR pipeline" not in e or len(errors) == 1]
+        cmdline = [line.strip() for line in proc.stderr.splitlines() if _CMDLINE_ERROR.search(line)]
+        if proc.returncode != 0 and cmdline:
+            raise UsageError(f"bishengir-compile did not compile kernel {kernel}: its command line was refused "
+                             f"({cmdline[0]}); no verdict on the kernel.  The command: {' '.join(cmd)}")
         if proc.returncode < 0 or proc.returncode > 128:
             errors.insert(0, f"bishengir-compile crashed ({_signal_name(proc.returncode)})")
         reached_hivmc = HIVMC_MISSING in proc.stderr or proc.returncode == 0
@@ -251,6 +323,35 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
         return dict(status="accepted", stage=stage, failed_at="", errors=[], calls=calls, seconds=seconds)
 
 
+def _parse_errors(tools, src) -> list:
+    """The adapter's errors on reading `src` with no pass at all (empty: it parses and verifies)."""
+    proc = subprocess.run([tools.adapter, src, "-o", os.devnull], capture_output=True, text=True, timeout=TIMEOUT_S)
+    if proc.returncode == 0:
+        return []
+    return _error_lines(proc.stderr) or proc.stderr.strip().splitlines()[-3:] or [f"exit status {proc.returncode}"]
+
+
+def _unparsed_message(kernel, errors) -> str:
+    return (f"cannot lower kernel {kernel}: triton-ascend {toolchain.TRITON_ASCEND_VERSION}'s triton-adapter-opt cannot "
+            f"parse the TTIR that {triton_identity()} made of it (not a form triton-ascend 3.2's frontend emits); "
+            f"the adapter says:\n" + "\n".join(f"  {e}" for e in errors[:4]) +
+            "\nThis is a gap between Triton releases, not the compiler's verdict on the kernel: compile with stock "
+            "triton 3.5-3.7 (the sim extra's range, scripts/setup.sh) or with triton-ascend on an NPU host "
+            "(docs/ascend.md, \"What cannot be lowered\")")
+
+
+@functools.lru_cache(maxsize=None)
+def triton_identity() -> str:
+    """Which Triton makes the TTIR: its version and whether it is stock triton or triton-ascend."""
+    try:
+        import triton
+    except ImportError:
+        return "no triton"
+    root = os.path.dirname(os.path.abspath(triton.__file__))
+    ascend = os.path.isdir(os.path.join(root, "backends", "ascend"))
+    return f"{'triton-ascend' if ascend else 'stock triton'} {getattr(triton, '__version__', '?')}"
+
+
 # --- the kernel-level entry, with the cache ------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def _pipeline_digest() -> str:
@@ -258,7 +359,7 @@ def _pipeline_digest() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
     for name in ("pipeline.py", "carry.py", "hivm.py", "extension_ops.py", "frontend.py", "wrappers.py", "ub.py",
-                 "ascend_ttir.py", "aclshmem_wrappers.txt"):
+                 "ascend_ttir.py", "ttir_forms.py", "source_key.py", "aclshmem_wrappers.txt"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
     from triton_dist.language import _ext_emit, ascend_shapes  # how the extension ops and shapes reach the TTIR
@@ -272,7 +373,7 @@ def _json_constexprs(constexprs):
     out = {}
     for k, v in (constexprs or {}).items():
         v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
-        name = getattr(v, "name", None)
+        name = getattr(v, "name", None) or (getattr(v, "__name__", None) if hasattr(v, "fn") else None)
         out[k] = v if isinstance(v, (bool, int, float, str)) or v is None else (name or repr(v))
     return out
 
@@ -292,10 +393,15 @@ def _jit_key(fn, jit) -> str:
     return key
 
 
-def cache_key(jit_key: str, name: str, signature, constexprs, target, options, tools) -> str:
-    blob = json.dumps({"pipeline": _pipeline_digest(), "kernel": jit_key, "name": name,
-                       "signature": dict(signature), "constexprs": _json_constexprs(constexprs),
-                       "target": target, "options": _options(options), "tools": tools.digest()},
+def cache_key(jit_key: str, name: str, signature, constexprs, target, options, tools, sources: str = "") -> str:
+    """Everything that changes the compile: this pipeline's code, the kernel's code and every @jit function
+    it reaches (Triton's key and source_key's walk, constexpr functions included), the Triton that makes
+    the TTIR, the signature and constexprs, the target, the options (bishengir's flags) and the tools."""
+    blob = json.dumps({"pipeline": _pipeline_digest(), "kernel": jit_key, "sources": sources, "name": name,
+                       "triton": triton_identity(), "signature": dict(signature),
+                       "constexprs": _json_constexprs(constexprs), "target": target,
+                       "options": _options(options), "flags": compiler_flags(target, options),
+                       "adapter_passes": ADAPTER_PASSES, "tools": tools.digest()},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -307,28 +413,69 @@ def compile_kernel(fn, signature, constexprs=None, *, target=DEFAULT_TARGET, opt
     cache: a cache.Cache to read and fill (None: no cache; --keep never uses one).
     on_compiled: called with the fresh outcome while the cache entry is still locked (so that a
     record of who compiled it is written before any other process can read the verdict).
-    Raises ToolsMissing when a tool is not here, TritonDistError for a kernel the frontend or
-    the lowering refuses (a user error, as `triton-dist lower` reports it)."""
+    Raises ToolsMissing when a tool is not here; UsageError for a wrong target, option or --keep path
+    (checked before anything is compiled or cached); cache.CacheUnavailable when `cache` cannot be
+    used; extension_ops.CannotLower for TTIR the 3.2.0 adapter cannot take; TritonDistError for a
+    kernel the frontend or the lowering refuses (a user error, as `triton-dist lower` reports it).
+    None of these is a verdict: only a returned Outcome is."""
     from .frontend import as_jit_function
+    from .source_key import source_key
     tools = tools or toolchain.find()
     if tools.missing:
         raise ToolsMissing("the NPU compile pipeline needs " + "; ".join(tools.missing))
+    check_target(target, tools)             # before anything is compiled or cached
+    _options(options)
+    keep = keep_dir(keep)
     jit = as_jit_function(fn)
     name = jit.__name__
     if cache is None or keep is not None:
         return _compile(fn, name, signature, constexprs, target, options, keep, tools)
-    key = cache_key(_jit_key(fn, jit), name, signature, constexprs, target, options, tools)
-    with cache.lock(key):           # another process compiling the same kernel: wait for its verdict
+    from .cache import CacheUnavailable
+    if cache.problem():             # found before compiling: a failure of the cache is never a verdict
+        raise CacheUnavailable(cache.problem())
+    key = cache_key(_jit_key(fn, jit), name, signature, constexprs, target, options, tools,
+                    source_key(fn, constexprs))
+    with _cache_failures(cache, cache.lock(key)):   # another process compiling the same kernel: wait for its verdict
         hit = cache.get(key)
         if hit is not None:
             hit.cached, hit.key = True, key
             return hit
         outcome = _compile(fn, name, signature, constexprs, target, options, keep, tools)
-        cache.put(key, outcome)
+        with _cache_failures(cache):
+            cache.put(key, outcome)
         outcome.key = key
         if on_compiled is not None:
             on_compiled(outcome)
         return outcome
+
+
+class _cache_failures:
+    """An OSError of the cache's own files (a full disk, permissions changed since problem()) as
+    CacheUnavailable; errors of the compile inside pass through as they are."""
+
+    def __init__(self, cache, inner=None):
+        self.cache, self.inner = cache, inner
+
+    def _raise(self, e):
+        from .cache import CacheUnavailable
+        raise CacheUnavailable(f"the NPU compile verdict cache {self.cache.root} failed ({e}); set "
+                               f"TRITON_DIST_NPU_COMPILE_CACHE to a writable directory") from e
+
+    def __enter__(self):
+        if self.inner is not None:
+            try:
+                self.inner.__enter__()
+            except OSError as e:
+                self._raise(e)
+        return self
+
+    def __exit__(self, *exc):
+        if self.inner is not None:
+            self.inner.__exit__(*exc)
+            return False
+        if exc[0] is not None and issubclass(exc[0], OSError):
+            self._raise(exc[1])
+        return False
 
 
 def _compile(fn, name, signature, constexprs, target, options, keep, tools) -> Outcome:
@@ -339,8 +486,7 @@ def _compile(fn, name, signature, constexprs, target, options, keep, tools) -> O
     has_dot, _ = module_facts(module)
     ttir = module.str_nodebug()
     t_front = round(time.monotonic() - t0, 3)
-    if keep:
-        os.makedirs(keep, exist_ok=True)
+    keep = keep_dir(keep)
     r = run_pipeline(ttir, has_dot, name, tools, target=target, options=options, keep=keep)
     outcome = Outcome(name, dict(signature), _json_constexprs(constexprs), target, r["status"], r["stage"],
                       r["failed_at"], r["errors"], seconds={"frontend": t_front, **r["seconds"]})

@@ -72,12 +72,14 @@ class Tools:
         return out
 
     def digest(self) -> str:
-        """What identifies the tools in a cache key (path and size and mtime: cheap, and a
-        replaced binary changes it)."""
+        """What identifies the tools in a cache key: where each comes from, its real path, inode, size
+        and modification time in ns (cheap: no 100 MB hash per process, and a replaced or rebuilt binary
+        changes it), and for the wheel's adapter the pinned sha256 it was checked against."""
         parts = []
-        for p in (self.adapter, self.compiler):
+        for p, where in ((self.adapter, self.adapter_from), (self.compiler, self.compiler_from)):
             st = os.stat(p)
-            parts.append(f"{os.path.realpath(p)}:{st.st_size}:{int(st.st_mtime)}")
+            pinned = ADAPTER_SHA256 if p == self.adapter and where.startswith("the triton-ascend") else ""
+            parts.append(f"{where}:{os.path.realpath(p)}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{pinned}")
         return "|".join(parts)
 
 
@@ -130,6 +132,10 @@ def _find_adapter():
         return installed, "", "the installed triton-ascend"
     path = cached_adapter()
     if not os.path.exists(path):
+        # an environment layered over another one (scripts/triton_venv.sh: another stock triton over
+        # .venv's site-packages) uses the adapter that environment fetched; it is checked the same way
+        path = next((p for p in _layered_adapters() if os.path.exists(p)), path)
+    if not os.path.exists(path):
         return None, (f"not in this environment's cache ({path}); `bash scripts/setup.sh` fetches it from the "
                       f"triton-ascend=={TRITON_ASCEND_VERSION} wheel (pip download, x86_64 Linux, needs PyPI), or "
                       f"run `{sys.executable} -m triton_dist.backend_ascend.toolchain fetch`"), ""
@@ -137,7 +143,21 @@ def _find_adapter():
     if not _verified(path, st.st_mtime, st.st_size):
         return None, (f"{path} does not have the pinned sha256 {ADAPTER_SHA256}; delete it and run "
                       f"`bash scripts/setup.sh` again"), ""
-    return path, "", f"the triton-ascend {TRITON_ASCEND_VERSION} wheel (cached in {cache_dir()})"
+    return path, "", f"the triton-ascend {TRITON_ASCEND_VERSION} wheel (cached in {os.path.dirname(path)})"
+
+
+def _layered_adapters() -> list:
+    """The adapter caches of the environments whose site-packages are on sys.path besides this one's
+    (<prefix>/lib/pythonX.Y/site-packages -> <prefix>/share/triton_dist/...)."""
+    out = []
+    for entry in sys.path:
+        parts = os.path.normpath(entry or ".").split(os.sep)
+        if len(parts) > 3 and parts[-1] == "site-packages" and parts[-3] == "lib":
+            prefix = os.sep.join(parts[:-3])
+            if os.path.realpath(prefix) != os.path.realpath(sys.prefix):
+                out.append(os.path.join(prefix, "share", "triton_dist", f"triton-ascend-{TRITON_ASCEND_VERSION}",
+                                        "triton-adapter-opt"))
+    return out
 
 
 def _find_compiler():
