@@ -71,13 +71,18 @@ def sync_block_all(self, mode, event_id):
     if mode == "all_sub_vector":
         _sync_sub_vectors(c, rt, event_id)
         return
-    if s is None or mode == "all":      # every core of the launch (split blocks: each instance)
+    if s is None:
         rt.core_barrier(c)
+        return
+    nblocks = c.grid_dim[0] * c.grid_dim[1] * c.grid_dim[2]
+    if mode == "all":                   # every core of every block: its cube and vector instances
+        rt.core_barrier(c, what=f"the {c.ncores} cores of the {nblocks} blocks of rank {rt.rank} (each block its cube "
+                                f"core and {s.block.nvec} vector core{'s' if s.block.nvec > 1 else ''}; "
+                                f"sync_block_all('all'))")
         return
     kind = core_split.CUBE if mode == "all_cube" else core_split.VECTOR
     if s.core_type != kind:             # a barrier of the other kind's cores
         return
-    nblocks = c.grid_dim[0] * c.grid_dim[1] * c.grid_dim[2]
     parties = nblocks * (1 if kind == core_split.CUBE else s.block.nvec)
     rt.core_barrier(c, mode, parties, f"the {parties} {kind} cores of rank {rt.rank} (sync_block_all({mode!r}))")
 

@@ -37,9 +37,23 @@ class Device:
     vector: int
 
     @property
+    def ai_cores(self) -> int:
+        """AI cores = 1 cube + 2 vector cores each (NPUTargetSpec.td: 24 + 48, 20 + 40); a
+        profile with fewer than 2 vector cores per cube core has only as many AI cores as
+        its vector cores make pairs (at least 1; inferred, not verified: no such part)."""
+        return max(1, min(self.cube, self.vector // 2))
+
+    def split_cores(self, split_vec: int) -> int:
+        """Cores a kernel handing cube<->vector flags runs on at once: each block takes one AI
+        core whole (its cube instance and `split_vec` vector instances, sim/core_split.py), so
+        as many blocks as AI cores are resident, each on 1 + split_vec of its cores."""
+        return self.ai_cores * (1 + split_vec)
+
+    @property
     def max_cores(self) -> int:
-        """Board / schedule slots a rank needs: the most programs that can run at once."""
-        return max(self.cube, self.vector)
+        """Board / schedule slots a rank needs: the most program instances that can run at
+        once (a split kernel's blocks: every core of every AI core, 72 on a 910B2)."""
+        return max(self.cube, self.vector, self.split_cores(2))
 
     def cores_for(self, mix: bool) -> tuple[int, str]:
         return (self.cube, "AI (cube)") if mix else (self.vector, "vector")

@@ -361,7 +361,10 @@ class SimRuntime:
         split_vec = 0
         if core_split.uses_block_flags(fn):     # cube and vector instances per block (sim/core_split.py)
             split_vec = 2 if cann.calls_sub_vec_id(fn) else 1
-            ncores, kind = min(dev.cube * (1 + split_vec), self.board.cores), f"cube + {split_vec} vector per AI core"
+            # one block = one AI core: its cube instance and split_vec vector instances, each on a
+            # core of that AI core, so dev.ai_cores blocks are resident (issue 32: counting
+            # instances against the vector cores made 17-24 blocks a false deadlock)
+            ncores, kind = min(dev.split_cores(split_vec), self.board.cores), f"{B.AI_BLOCKS}{1 + split_vec}"
             if ncores < 1 + split_vec:
                 raise TritonDistError(
                     f"kernel {kernel}: a block of it runs on {1 + split_vec} cores at once (it hands cube<->vector "

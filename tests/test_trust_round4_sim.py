@@ -84,3 +84,56 @@ def test_initcheck_passes_the_kernel_library_and_still_catches_the_users_unwritt
             assert isinstance(user, str) and user.startswith("uninitialised read: rank "), user
             assert "'buf' allocated at test_trust_round4_sim.py:" in user, user
             assert "(triton_dist.symm_tensor with TRITON_DIST_SIM_INIT_CHECK=1)" in user, user
+
+
+# ---- a block of cube + two vector instances takes one AI core -----------------------------------
+
+from triton.language.extra.cann import extension as al  # noqa: E402 - after triton_dist installs it
+
+
+@triton.jit
+def _split_meet(ws_ptr, out_ptr, NB: tl.constexpr):
+    # each block's cube writes its id and hands it to both vector cores; every core of every block
+    # meets; then each vector core reads the next block's id (written before that block arrived)
+    pid = tl.program_id(0)
+    one = tl.arange(0, 1)
+    with al.scope(core_mode="cube"):
+        tl.store(ws_ptr + pid + one, tl.full((1,), 1, tl.int32) + pid)
+        al.sync_block_set("cube", "vector", 0)
+    al.sync_block_wait("cube", "vector", 0)
+    al.sync_block_all("all", 0)
+    tl.store(out_ptr + pid * 2 + al.sub_vec_id() + one, tl.load(ws_ptr + (pid + 1) % NB + one))
+
+
+def _meet(nb):
+    ws = triton_dist.symm_tensor((nb,), torch.int32)
+    out = torch.zeros(2 * nb, dtype=torch.int32)
+    _split_meet[(nb,)](ws, out, NB=nb)
+    return out.tolist()
+
+
+@pytest.fixture
+def quick_watchdog(monkeypatch):
+    from triton_dist.sim import watchdog
+    monkeypatch.setattr(watchdog, "STALL_SECONDS", 0.5)
+
+
+@pytest.mark.parametrize("schedule,seed", [("free", None), ("pct", 3), ("random", 1)])
+def test_as_many_split_blocks_as_ai_cores_meet_in_sync_block_all(schedule, seed):
+    nb = 24                                          # the 910B2's AI cores (the default profile)
+    res = triton_dist.launch(_meet, nb, world_size=1, schedule=schedule, seed=seed, timeout=240)
+    want = [(p + 1) % nb + 1 for p in range(nb) for _ in range(2)]
+    assert res.values == [want]
+
+
+@pytest.mark.parametrize("schedule,seed", [("free", None), ("pct", 0)])
+def test_one_split_block_more_than_ai_cores_is_a_deadlock_in_blocks(quick_watchdog, schedule, seed):
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(_meet, 25, world_size=1, schedule=schedule, seed=seed, timeout=240)
+    text = str(ei.value)
+    assert "grid of 25 blocks on 24 AI cores (a block of this kernel takes a whole AI core: its cube core and 2 " \
+           "vector cores" in text, text
+    assert "blocks 0-23 wait; block 24 waits for an AI core" in text, text
+    assert "launch at most 24 blocks that wait for each other" in text, text
+    assert "the 75 cores of the 25 blocks of rank 0 (each block its cube core and 2 vector cores; " \
+           "sync_block_all('all'))" in text, text
