@@ -451,35 +451,40 @@ def test_bf16_atomic_add_and_device_print_use_values():
     assert "v:  [ 1.5  -2.    0.25  3.  ]" in printed, printed
 
 
-# ---- an sgl-kernel-npu style add + RMSNorm: bf16 in, f32 accumulation, bf16 out -----------------------
+# ---- an sgl-kernel-npu style add + RMSNorm + bias: bf16 in, f32 accumulation, bf16 out -----------------------
 
 @triton.jit
-def add_rmsnorm_kernel(x, res, w, out, res_out, eps, N: tl.constexpr):
-    row = tl.program_id(0)
-    r = tl.arange(0, N)
-    h = tl.load(x + row * N + r) + tl.load(res + row * N + r)        # bf16 add
-    tl.store(res_out + row * N + r, h)
-    hf = h.to(tl.float32)
-    var = tl.sum(hf * hf, 0) / N
-    y = hf * (1.0 / tl.sqrt(var + eps)) * tl.load(w + r).to(tl.float32)
-    tl.store(out + row * N + r, y.to(tl.bfloat16))
+def add_rmsnorm_bias_kernel(x, res, w, bias, out, res_out, rows, eps: tl.constexpr, H: tl.constexpr,
+                            BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    valid = cols < H                                       # a masked tail: H is no power of two
+    wv = tl.load(w + cols, mask=valid, other=0.0).to(tl.float32)
+    bv = tl.load(bias + cols, mask=valid, other=0.0).to(tl.float32)
+    for row in range(tl.program_id(0), rows, tl.num_programs(0)):
+        h = tl.load(x + row * H + cols, mask=valid, other=0.0) + tl.load(res + row * H + cols, mask=valid, other=0.0)
+        tl.store(res_out + row * H + cols, h, mask=valid)  # the bf16 sum
+        hf = h.to(tl.float32)
+        var = tl.sum(hf * hf, 0) / H
+        y = hf * tl.rsqrt(var + eps) * wv + bv
+        tl.store(out + row * H + cols, y.to(tl.bfloat16), mask=valid)
 
 
-def test_bf16_add_rmsnorm_matches_torch():
+def test_bf16_add_rmsnorm_bias_matches_torch():
     g = torch.Generator().manual_seed(12)
-    rows = 4
-    x, res = (torch.randn(rows, 128, generator=g).bfloat16() for _ in range(2))
-    w = (torch.rand(128, generator=g) + 0.5).bfloat16()
+    rows, H = 5, 100
+    x, res = (torch.randn(rows, H, generator=g).bfloat16() for _ in range(2))
+    w = (torch.rand(H, generator=g) + 0.5).bfloat16()
+    bias = (torch.rand(H, generator=g) - 0.5).bfloat16()
 
     def body():
         out, res_out = torch.zeros_like(x), torch.zeros_like(x)
-        add_rmsnorm_kernel[(rows,)](x, res, w, out, res_out, 1e-6, N=128)
+        add_rmsnorm_bias_kernel[(2,)](x, res, w, bias, out, res_out, rows, eps=1e-6, H=H, BLOCK=128)
         return out, res_out
     out, res_out = _run(body)
     h = x + res
     _same_bits(res_out.flatten(), h.flatten())
     hf = h.float()
-    want = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).bfloat16()
+    want = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float() + bias.float()).bfloat16()
     assert not torch.isnan(out).any()
     assert _ulps(out.flatten(), want.flatten()).max() <= 1
 
