@@ -244,27 +244,8 @@ def _offsets(offsets):
     return [_int(o) for o in offsets]
 
 
-def _slices(offsets, sizes, strides):
-    return tuple(slice(o, o + int(n) * int(s), int(s)) for o, n, s in zip(_offsets(offsets), sizes, strides))
-
-
-def create_extract_scalar(self, tensor_handle, indices):
-    """ascend_interpreter.py :224 (get_element)."""
-    value = np.asarray(tensor_handle.data)[tuple(_offsets(indices))]
-    return TensorHandle(np.array([value], dtype=np.asarray(tensor_handle.data).dtype), tensor_handle.dtype.scalar)
-
-
-def create_insert_slice(self, full_tensor, sub_tensor, offsets, sizes, strides):
-    """ascend_interpreter.py :252."""
-    out = np.array(full_tensor.data, copy=True)
-    out[_slices(offsets, sizes, strides)] = sub_tensor.data
-    return TensorHandle(out, full_tensor.dtype.scalar)
-
-
-def create_extract_slice(self, full_tensor, offsets, sizes, strides):
-    """ascend_interpreter.py :295."""
-    return TensorHandle(np.ascontiguousarray(np.asarray(full_tensor.data)[_slices(offsets, sizes, strides)]),
-                        full_tensor.dtype.scalar)
+# slices and element reads, bounds-checked (sim/tile_slices.py)
+from .tile_slices import create_extract_scalar, create_extract_slice, create_insert_slice  # noqa: E402,F401
 
 
 def _dim(dim, ndim):

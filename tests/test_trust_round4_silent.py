@@ -127,3 +127,80 @@ def test_unknown_tolerance_keys_are_refused_before_launching(simtwin):
                          rtol={torch.float16: 1e-3, np.float32: 1e-6, "bfloat16": 1e-2})
     with pytest.raises(BackendsDisagree):
         testing.check_values([np.float16(1.0)], [np.float16(1.0029296875)], ("a", "b"), rtol={"float16": 1e-3})
+
+
+# --- slices and element reads: in bounds as numpy says, out of bounds refused with the line -------
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.language.extra.cann import extension as al  # noqa: E402
+
+
+@triton.jit
+def slice_1d(x, out, OFF: tl.constexpr, SIZE: tl.constexpr, STRIDE: tl.constexpr):
+    v = tl.load(x + tl.arange(0, 8))
+    tl.store(out + tl.arange(0, SIZE), al.extract_slice(v, (OFF,), (SIZE,), (STRIDE,)))
+
+
+@triton.jit
+def element_1d(x, out, I: tl.constexpr):
+    v = tl.load(x + tl.arange(0, 8))
+    tl.store(out, al.get_element(v, (I,)))
+
+
+@triton.jit
+def insert_2d(x, out, R: tl.constexpr, C: tl.constexpr, SR: tl.constexpr, SC: tl.constexpr):
+    full = tl.zeros((4, 4), tl.float32)
+    sub = tl.load(x + tl.arange(0, SR)[:, None] * SC + tl.arange(0, SC)[None, :]) + 1
+    res = al.insert_slice(full, sub, (R, C), (SR, SC), (1, 1))
+    tl.store(out + tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :], res)
+
+
+def _launch_slice(kernel, n_out, **meta):
+    def body():
+        x, out = torch.arange(16, dtype=torch.float32), torch.full((n_out,), -1.0)
+        kernel[(1,)](x, out, **meta)
+        return out.numpy()
+    return triton_dist.launch(body, world_size=1, backend="sim").values[0]
+
+
+X = np.arange(16, dtype=np.float32)
+
+
+@pytest.mark.parametrize("off,size,stride", [(4, 4, 1), (0, 8, 1), (1, 4, 2), (3, 4, 0), (7, 1, 1)])
+def test_an_in_bounds_slice_is_numpy_s(off, size, stride):
+    got = _launch_slice(slice_1d, size, OFF=off, SIZE=size, STRIDE=stride)
+    np.testing.assert_array_equal(got, X[:8][off + np.arange(size) * stride])
+
+
+@pytest.mark.parametrize("off,size,stride,taken", [(6, 4, 1, "6..9"), (0, 4, 3, "0..9"), (8, 1, 1, "8..8")])
+def test_an_out_of_bounds_slice_is_refused_with_the_kernel_line(off, size, stride, taken):
+    with pytest.raises(triton_dist.RankError) as ei:
+        _launch_slice(slice_1d, size, OFF=off, SIZE=size, STRIDE=stride)
+    msg = str(ei.value)
+    line = slice_1d.fn.__code__.co_firstlineno + 3
+    assert f"test_trust_round4_silent.py:{line} (slice_1d): extract_slice" in msg, msg
+    assert f"take elements {taken}" in msg and "0..7" in msg and "undefined" in msg, msg
+
+
+@pytest.mark.parametrize("i,ok", [(0, True), (7, True), (-1, False), (8, False)])
+def test_get_element_reads_inside_the_tile_only(i, ok):
+    if ok:
+        assert _launch_slice(element_1d, 1, I=i)[0] == X[i]
+        return
+    with pytest.raises(triton_dist.RankError) as ei:
+        _launch_slice(element_1d, 1, I=i)
+    line = element_1d.fn.__code__.co_firstlineno + 3
+    assert f"test_trust_round4_silent.py:{line} (element_1d): get_element: index {i}" in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("r,c,sr,sc,ok", [(2, 1, 2, 3, True), (0, 0, 4, 4, True), (3, 2, 2, 2, False),
+                                          (0, 3, 1, 2, False)])
+def test_insert_slice_writes_inside_the_tile_only(r, c, sr, sc, ok):
+    if not ok:
+        with pytest.raises(triton_dist.RankError, match=r"insert_slice: dimension \d of the \[4, 4\] tile"):
+            _launch_slice(insert_2d, 16, R=r, C=c, SR=sr, SC=sc)
+        return
+    want = np.zeros((4, 4), np.float32)
+    want[r:r + sr, c:c + sc] = X[:sr * sc].reshape(sr, sc) + 1
+    np.testing.assert_array_equal(_launch_slice(insert_2d, 16, R=r, C=c, SR=sr, SC=sc).reshape(4, 4), want)
