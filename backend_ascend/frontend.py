@@ -221,24 +221,32 @@ def build_ttir(fn, signature, constexprs=None, *, extern_libs=None):
 class _verifier_deferred:
     """During the trace, a module that took a non-power-of-two shape is not verified by stock
     Triton's libtriton (its verifyTensorSize refuses it, triton-ascend's does not: ascend_ttir.py,
-    which verifies it with triton-ascend's rules); any other module is verified as before."""
+    which verifies it with triton-ascend's rules); any other module is verified as before.
+    ast_to_ttir calls module.verify() (3.6, 3.9) or module.verify_with_diagnostics() (3.5)."""
+
+    NAMES = ("verify", "verify_with_diagnostics")
 
     def __init__(self, ir):
         self.cls = ir.module
 
     def __enter__(self):
-        stock = self.stock = self.cls.verify
+        self.stock = {n: getattr(self.cls, n) for n in self.NAMES if hasattr(self.cls, n)}
+        for name, stock in self.stock.items():
+            setattr(self.cls, name, self._deferring(stock))
+        return self
 
-        def verify(module):
+    @staticmethod
+    def _deferring(stock):
+        def verify(module, *args, **kwargs):
             scope = ascend_shapes.current_scope()
             if scope is not None and scope.non_power_of_two:
                 return True
-            return stock(module)
-        self.cls.verify = verify
-        return self
+            return stock(module, *args, **kwargs)
+        return verify
 
     def __exit__(self, *exc):
-        self.cls.verify = self.stock
+        for name, stock in self.stock.items():
+            setattr(self.cls, name, stock)
         return False
 
 

@@ -27,6 +27,7 @@ from triton.language.extra.cann import extension as al
 
 import triton_dist
 from triton_dist.backend_ascend.frontend import build_ttir
+from triton_dist.sim import interp
 
 
 def _run(body):
@@ -149,7 +150,10 @@ def test_sync_block_all_takes_every_mode_of_triton_ascend(mode):
         k[(1,)](out, MODE=mode)
         return out.tolist()
     assert _run(body) == [1, 2]
-    with pytest.raises(triton_dist.RankError, match="mode must be one of all_cube, all_vector, all, all_sub_vector"):
+    # the simulator's words, triton-ascend's (core.py:243 "only supports all_cube/all_vector/all/all_sub_vector"),
+    # or the bare assert of its test double
+    with pytest.raises(triton_dist.RankError,
+                       match="all_cube, all_vector, all, all_sub_vector|all_cube/all_vector/all/all_sub_vector|AssertionError"):
         _run(lambda: k[(1,)](torch.zeros(2, dtype=torch.int32), MODE="all_subvector"))
 
 
@@ -308,11 +312,19 @@ def saturating_cast(x, out, N: tl.constexpr):
     tl.store(out + r, tl.load(x + r).cast(tl.uint8, overflow_mode="saturate"))
 
 
+# On triton-ascend's main line its own code generator and extension trace parallel loops and casts
+# (code_generator.py:1192, vec_ops.py:508); backend_ascend's trace of them is for stock triton.
+stock_frontend = pytest.mark.skipif("triton-ascend" in interp.API.line,
+                                    reason="triton-ascend's main line traces these with its own frontend")
+
+
+@stock_frontend
 def test_parallel_loops_and_enum_globals_trace_for_the_npu():
     module, _ = build_ttir(parallel_copy, {"x": "*fp32", "out": "*fp32"}, {"ROWS": 64, "COLS": 16})
     assert "scf.for" in module.str_nodebug()
 
 
+@stock_frontend
 def test_a_saturating_cast_traces_as_triton_ascend_emits_it():
     """An unsigned narrowing under "saturate" goes through fp32 (vec_ops.py:458-466)."""
     module, _ = build_ttir(saturating_cast, {"x": "*i32", "out": "*u8"}, {"N": 16})
@@ -321,6 +333,7 @@ def test_a_saturating_cast_traces_as_triton_ascend_emits_it():
 
 
 @needs_tools
+@stock_frontend
 def test_parallel_enum_and_cast_kernels_are_accepted_by_the_real_compilers():
     out = _compile(parallel_copy, {"x": "*fp32", "out": "*fp32"}, {"ROWS": 64, "COLS": 16})
     assert out.accepted, out.report()

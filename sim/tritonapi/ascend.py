@@ -51,14 +51,15 @@ class AscendMain(Generation35):
         ext = importlib.import_module(EXTENSION)
         return Generation35.patched_objects() + [ext]
 
-    def lift_power_of_two(self) -> None:
-        """Nothing to do: triton-ascend's own frontend checks the power-of-two rule in SIMT mode only
-        (python/triton/language/semantic.py:634-638, _utils.py:53-55 commented out, at a84b1eb5)."""
-
     def install_device_ops(self, builder_class) -> None:
         from .. import cann_device
         for name in cann_device.ROUTED:
             setattr(builder_class, name, getattr(cann_device, name))
+        # triton-ascend's frontend checks the power-of-two rule in SIMT mode only
+        # (python/triton/language/semantic.py:634-638, _utils.py:53-55 commented out, at a84b1eb5):
+        # ascend_shapes.install() finds nothing to do there; on a frontend that still has stock
+        # Triton's rule (the test doubles' stock 3.5.1 language) it lifts it
+        self.lift_power_of_two()
         # the extension's frontend reaches sub_vec_id through builder._ascend_builder (set on
         # compile builders only, extension/builder.py :65; semantic.py :90)
         builder_class._ascend_builder = property(lambda self: self)
@@ -69,8 +70,14 @@ class AscendMain(Generation35):
 
         def patch_extensions(self, fn):
             orig(self, fn)
-            from ..compat import cann
-            importlib.import_module(EXTENSION).scope = cann.scope
+            from ..compat import ascend_cast, cann
+            ext = importlib.import_module(EXTENSION)
+            ext.scope = cann.scope
+            # cast(overflow_mode="saturate") with the NPU's result: triton-ascend's interpreter
+            # refuses the mode ("overflow_mode is not supported in interpreter mode",
+            # ascend_interpreter.py:727-729); the simulator's cast clamps (sim/compat/ascend_cast.py)
+            ext.cast = ascend_cast.cast
+            ascend_cast.install()
         patch_extensions._td_orig = orig
         builder_class.patch_extensions = patch_extensions
 
