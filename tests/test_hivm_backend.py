@@ -9,6 +9,8 @@ import triton
 import triton.language as tl
 
 import triton_dist
+import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device as shm
 
 
 def _missing():
@@ -88,3 +90,56 @@ def test_widened_masked_load_faults_as_the_npu_and_the_simulator_passes_it():
     assert "argument 'x_ptr' (float32[40])" in msg
     assert "bytes 0..4096 of a 160-byte buffer" in msg
     assert "masked by `m`" in msg and "test_hivm_backend.py:" in msg
+
+
+@triton.jit
+def ring_kernel(src, dst, sig, N: tl.constexpr):
+    # dl.rank / num_ranks / symm_at / notify / wait / consume_token: the data goes to the next rank
+    # through its symmetric address, then the signal says it is there
+    me = dl.rank()
+    n = dl.num_ranks()
+    peer = (me + 1) % n
+    offs = tl.arange(0, N)
+    tl.store(dl.symm_at(dst, peer) + offs, tl.load(src + offs) + me * 1000 + n)
+    dl.notify(sig, peer, signal=1, sig_op="set")
+    token = dl.wait(sig, 1, "gpu", "acquire", waitValue=1)
+    dst = dl.consume_token(dst, token)
+
+
+@triton.jit
+def get_kernel(src, dst, N: tl.constexpr):
+    shm.getmem(dst, src, N * 4, (dl.rank() + 1) % dl.num_ranks())
+
+
+def _dist():
+    from triton_dist.backend_ascend.cpu_run import backend as hivm
+    r, w = triton_dist.rank(), triton_dist.world_size()
+    src = triton_dist.symm_tensor((16,), torch.float32)
+    dst = triton_dist.symm_tensor((16,), torch.float32)
+    got = triton_dist.symm_tensor((16,), torch.float32)
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    src.copy_(torch.arange(16.0) + 10 * r)
+    triton_dist.barrier()
+    ring_kernel[(1,)](src, dst, sig, N=16)
+    prev, nxt = (r - 1) % w, (r + 1) % w
+    ring_ok = torch.equal(dst, torch.arange(16.0) + 10 * prev + prev * 1000 + w)
+    triton_dist.barrier()
+    get_kernel[(1,)](src, got, N=16)
+    get_ok = torch.equal(got, torch.arange(16.0) + 10 * nxt)
+    triton_dist.barrier()
+    return ring_ok, get_ok, sorted(hivm.STAGES)
+
+
+def test_dist_ops_run_compiled_on_two_ranks():
+    values = triton_dist.launch(_dist, world_size=2, backend="hivm", timeout=120).values
+    assert values == [(True, True, ["get_kernel", "ring_kernel"])] * 2
+
+
+def test_example_allgather_runs_compiled_on_two_ranks():
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "hello_allgather.py")
+    spec = importlib.util.spec_from_file_location("hello_allgather_hivm", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert triton_dist.launch(mod.main, world_size=2, backend="hivm", timeout=120).values == [True, True]

@@ -81,7 +81,8 @@ class Native:
                 fn = (lambda g: lambda: g(M.state()))(get)
             elif name.startswith(PREFIX):
                 bare = name[len(PREFIX):]
-                fn = shmem.handler(bare, params) or templates.handler(bare, params)
+                fn = (shmem.handler(bare, params, (built.externs or {}).get(bare))
+                      or templates.handler(bare, params))
                 if fn is None:
                     self.unknown.append(bare)
                     fn = _missing(bare)

@@ -12,6 +12,8 @@ simulator's code).
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from triton_dist import backend, symbols as S
@@ -31,19 +33,37 @@ def _dtype_of(symbol: str) -> str:
     return "int32"          # the untyped signal ops work on int32 slots (symbols.notify_symbol)
 
 
-def handler(symbol: str, params: list):
+# MLIR element type -> triton dtype name (signless integers read as signed)
+_FROM_MLIR = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "i8": "int8", "i16": "int16", "i32": "int32",
+              "i64": "int64"}
+
+
+def handler(symbol: str, params: list, elem_types=None):
     """A callable for wrapper `symbol` (without _mlir_ciface_) taking the ctypes arguments of its
-    LLVM declaration `params`, or None if it is not an aclshmem wrapper."""
+    LLVM declaration `params`, or None if it is not an aclshmem wrapper.  elem_types: the MLIR
+    element type of each memref parameter of its declaration (stages.extern_types)."""
     if not symbol.startswith(("aclshmem_", "aclshmemx_")):
         return None
     family = S.family_of(symbol)
-    dtype = _dtype_of(symbol)
-    itemsize = _ITEMSIZE[dtype]
+    default = _dtype_of(symbol)
+    elem_types = list(elem_types or [])
+    result = bool(elem_types) and str(elem_types[0]).startswith("result:")
+    if result:
+        elem_types = elem_types[1:]
+    ptr_types = [_FROM_MLIR.get(t, default) for t in elem_types if t is not None]
 
     def call(*args):
         values = []
-        for ty, a in zip(params, args):
+        ptrs = iter(ptr_types)
+        out_desc = None
+        if result:                  # the memref it returns: a descriptor the caller passes first
+            out_desc, args, params_ = args[0], args[1:], params[1:]
+        else:
+            params_ = params
+        for ty, a in zip(params_, args):
             if ty == "ptr":         # a pointer to a rank-1 memref descriptor (the wrappers take 1-D views)
+                dtype = next(ptrs, default)
+                itemsize = _ITEMSIZE[dtype]
                 v = M.view(a, 1, itemsize)
                 values.append(backend.Ptr(v.aligned + v.offset * itemsize, dtype))
             else:
@@ -51,8 +71,39 @@ def handler(symbol: str, params: list):
         with backend.calling(symbol):
             out = backend.active().device_call(family, *values)
         if isinstance(out, backend.Ptr):
-            raise M.DeviceFault(f"{symbol}: a wrapper returning a pointer is not supported by the hivm backend yet")
+            if out_desc is None:
+                raise M.DeviceFault(f"{symbol}: the simulator returned a pointer for a wrapper declared without one")
+            src = M.view(args[0], 1, _ITEMSIZE[out.dtype])
+            _write_descriptor(out_desc, out.addr, src.sizes[0], src.strides[0])
+            _peer_buffer(values[0].addr, out.addr, values[-1])
+            return None
         if isinstance(out, np.generic):
             out = out.item()
         return out
     return call
+
+
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype = ctypes.c_void_p
+_libc.malloc.argtypes = [ctypes.c_size_t]
+
+
+def _write_descriptor(addr: int, ptr: int, size: int, stride: int) -> None:
+    """As ACLSHMEM_PTR_WRAPPER fills symmPtr (Shmem.cpp:75-87, v1.2.0): aligned = the peer's address,
+    offset 0.  The CPU lowering owns a returned memref (buffer-deallocation-pipeline frees its
+    `allocated` pointer), so `allocated` is a byte of our own malloc, never the peer's heap."""
+    p = (ctypes.c_int64 * 5).from_address(addr)
+    p[0] = _libc.malloc(1)
+    p[1] = ptr
+    p[2], p[3], p[4] = 0, size, stride
+
+
+def _peer_buffer(local: int, remote: int, pe) -> None:
+    """The peer's copy of the symmetric buffer `local` lies in: a live buffer of this block from now on."""
+    s = M.state()
+    for b in list(s.buffers):
+        if b.start <= local < b.end:
+            delta = remote - local
+            if delta and not any(o.start == b.start + delta for o in s.buffers):
+                s.buffers.append(M.Buffer(b.start + delta, b.end + delta, f"{b.label} on rank {pe}", b.arg))
+            return

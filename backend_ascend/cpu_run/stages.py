@@ -9,6 +9,7 @@ per (npu-compile cache key, stage, the code of this package).  Deleting it is al
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
@@ -35,6 +36,7 @@ class Built:
     ll: str               # LLVM IR
     entry: list           # the entry's MLIR parameters, in order: ("memref"|"i64"|"i32"|..., attribute text)
     sizes: dict           # on-chip space sizes (rewrite.target_sizes)
+    externs: dict = None  # declared function (bare name) -> per parameter: memref element type or None
     cached: bool = False
 
 
@@ -64,12 +66,36 @@ def entry_params(text: str):
     m = _ENTRY.search(text)
     if m is None:
         raise rewrite.RewriteError("the compiled module has no hacc.entry function")
+    return m.group(1), _param_kinds(m.group(2))
+
+
+def _param_kinds(text: str) -> list:
     params = []
-    for p in lower._split_top(m.group(2)):
+    for p in lower._split_top(text):
         ty = p.split(":", 1)[1].strip()
         kind = "memref" if ty.startswith("memref<") else ty.split()[0]
         params.append((kind, ty))
-    return m.group(1), params
+    return params
+
+
+_DECL = re.compile(r"^\s*func\.func private @(?:_mlir_ciface_)?(\w+)\((.*?)\)(?: -> ([^{]*))? attributes", re.M)
+
+
+def extern_types(text: str) -> dict:
+    """bare name -> [memref element type ('f32', 'i32', ...) or None for a scalar] of each declaration's
+    parameters; a memref result comes first, as "result:<type>" (MLIR's C interface passes it as the
+    first pointer)."""
+    out = {}
+    for m in _DECL.finditer(text):
+        types = []
+        r = re.match(r"\s*memref<(?:[?\d]+x)*(\w+)", m.group(3) or "")
+        if r:
+            types.append("result:" + r.group(1))
+        for p in lower._split_top(m.group(2)):
+            e = re.match(r"\s*memref<(?:[?\d]+x)*(\w+)", p)
+            types.append(e.group(1) if e else None)
+        out[m.group(1)] = types
+    return out
 
 
 def build(fn, signature, constexprs, *, target=None, options=None) -> Built:
@@ -83,26 +109,38 @@ def build(fn, signature, constexprs, *, target=None, options=None) -> Built:
     key = hashlib.sha256((pipeline.cache_key(pipeline._jit_key(fn, jit), jit.__name__, signature, constexprs,
                                              target, options, tools) + FINAL + _code_digest()).encode()).hexdigest()
     path = os.path.join(cache_dir(), key[:2], key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)     # the ranks of a launch build a kernel once, the others read it
+        try:
+            return _cached(path) or _build(fn, signature, constexprs, target, options, tools, path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _cached(path):
     try:
         with open(path + ".json") as f:
             meta = json.load(f)
         with open(path + ".ll") as f:
             return Built(meta["kernel"], meta["stage"], f.read(), [tuple(p) for p in meta["entry"]],
-                         meta["sizes"], cached=True)
+                         meta["sizes"], meta["externs"], cached=True)
     except (OSError, ValueError, KeyError):
-        pass
+        return None
+
+
+def _build(fn, signature, constexprs, target, options, tools, path):
     outcome, text = stages_ir.compiled_ir(fn, signature, constexprs, after=FINAL, target=target, options=options,
-                                         tools=tools)
+                                          tools=tools)
     if text is None:
         raise CompileRefused(outcome.report())
     name, params = entry_params(text)
     sizes = rewrite.target_sizes(text)
     llvm_dialect = rewrite.per_core_spaces(lower.to_llvm_dialect(rewrite.rewrite(text), lower.bishengir_opt(
         tools.compiler)))
-    built = Built(name, FINAL, lower.to_llvm_ir(llvm_dialect), params, sizes)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    built = Built(name, FINAL, lower.to_llvm_ir(llvm_dialect), params, sizes, extern_types(text))
     for ext, data in ((".ll", built.ll), (".json", json.dumps({"kernel": name, "stage": FINAL, "entry": params,
-                                                                 "sizes": sizes}))):
+                                                                 "sizes": sizes, "externs": built.externs}))):
         part = f"{path}{ext}.{os.getpid()}.part"
         with open(part, "w") as f:
             f.write(data)
