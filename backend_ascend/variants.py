@@ -86,6 +86,8 @@ def variants(obj, signature, constexprs, options=None) -> list:
     """One Variant per compile the launch of `obj` makes (a plain kernel: one, unlabelled)."""
     from .pipeline import OPTION_FLAGS
     Autotuner, Heuristics = _layers()
+    if not is_tuned(obj):          # a plain kernel (or whatever the frontend then refuses, in its words)
+        return [Variant("", obj, dict(constexprs or {}), dict(options or {}))]
     params = _parameters(obj)
     inner = obj
     while is_tuned(inner):
