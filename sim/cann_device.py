@@ -256,7 +256,8 @@ def _dim(dim, ndim):
 
 
 def create_sort(self, x, dim, descending):
-    """ascend_interpreter.py create_sort: numpy's sort along dim, flipped for descending."""
+    """ascend_interpreter.py create_sort: numpy's sort along dim, flipped for descending.  bf16 and
+    float8 (raw bits here) are ordered by value by sim/low_precision.py's wrapper of this method."""
     data = np.asarray(x.data)
     out = np.sort(data, axis=_dim(dim, data.ndim))
     return TensorHandle(np.flip(out, axis=_dim(dim, data.ndim)).copy() if descending else out, x.dtype.scalar)
