@@ -116,7 +116,9 @@ _LOC = re.compile(r"\s+loc\((?:[^()]|\([^()]*\))*\)")
 def run_passes(ttir: str, name: str) -> str:
     """The TTIR after frontend._ttir_passes' list, run by triton-ascend 3.2.0's libtriton (text, no
     locations); TritonDistError with its diagnostics when it refuses the module."""
+    from .ttir_forms import to_320
     lib = fetch_libtriton()
+    ttir, _ = to_320(ttir)        # a newer stock Triton's forms, which this 3.2.0 libtriton cannot parse
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, f"{name}.ttir.mlir")
         with open(src, "w") as f:

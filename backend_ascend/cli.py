@@ -30,9 +30,9 @@ def _configure_lower(p: argparse.ArgumentParser):
 
 def _lower(args) -> int:
     signature = parse_assignments(args.signature, "--signature", "sig=*i32,buf=*fp32")
-    constexprs = {k: constexpr_value(v) for k, v in
-                  parse_assignments(args.constexpr, "--constexpr", "BLOCK=16").items()}
-    kernel = load_target(args.kernel)
+    raw_constexprs = parse_assignments(args.constexpr, "--constexpr", "BLOCK=16")
+    kernel = _load_kernel(args.kernel)
+    constexprs = _kernel_constexprs(raw_constexprs, kernel, args.kernel)
     from triton_dist.language import block_pointers
     block_pointers.install()
     from . import lower
@@ -86,6 +86,14 @@ def _kernel_constexprs(raw: dict, kernel, spec: str) -> dict:
     return out
 
 
+def _load_kernel(spec: str):
+    kernel = load_target(spec)
+    if not _is_jit(kernel):
+        raise CliError(f"{spec}: expected a @triton.jit kernel (or an @triton.autotune / @triton.heuristics one), "
+                       f"got {type(kernel).__name__} {getattr(kernel, '__name__', '')!s}; decorate it with @triton.jit")
+    return kernel
+
+
 def _is_jit(obj) -> bool:
     from triton_dist.cli import _is_kernel
     from .variants import is_tuned
@@ -99,11 +107,7 @@ def _npu_compile(args) -> int:
     raw_constexprs = parse_assignments(args.constexpr, "--constexpr", "BLOCK=16")
     options = {k: constexpr_value(v) for k, v in
                parse_assignments(args.option, "--option", "multibuffer=False").items()}
-    kernel = load_target(args.kernel)
-    if not _is_jit(kernel):
-        raise CliError(f"{args.kernel}: expected a @triton.jit kernel (or an @triton.autotune / @triton.heuristics "
-                       f"one), got {type(kernel).__name__} {getattr(kernel, '__name__', '')!s}; decorate it with "
-                       f"@triton.jit")
+    kernel = _load_kernel(args.kernel)
     constexprs = _kernel_constexprs(raw_constexprs, kernel, args.kernel)
     from triton_dist.language import block_pointers
     block_pointers.install()        # on a triton without them: a refusal naming the lines that have them
@@ -118,16 +122,21 @@ def _npu_compile(args) -> int:
         _print_outcome(out, args.keep)
         return 0 if out.accepted else 1
     # an @triton.autotune / @triton.heuristics kernel: every compile its launches make (variants.py)
-    refused = []
+    from triton_dist.errors import TritonDistError
+    refused, unlowered = [], []
     for i, v in enumerate(todo):
         keep = None if not args.keep else (args.keep if len(todo) == 1 else os.path.join(args.keep, f"config{i}"))
+        head = f"{v.label}: " if v.label else ""
         try:
             out = pipeline.compile_kernel(v.kernel, signature, v.constexprs, target=target, options=v.options,
                                           keep=keep)
         except pipeline.ToolsMissing as e:
             sys.stderr.write(f"triton-dist npu-compile: {e}\n")
             return 2
-        head = f"{v.label}: " if v.label else ""
+        except TritonDistError as e:        # no verdict for this config (cannot lower, the frontend refuses it)
+            unlowered.append(v.label or str(i))
+            sys.stdout.write(f"{head}no verdict\n" + "".join(f"  {line}\n" for line in str(e).splitlines()))
+            continue
         if out.accepted:
             sys.stdout.write(f"{head}accepted: kernel {out.kernel} ({out.signature_text()})\n"
                              f"  stage reached: {out.stage}\n")
@@ -135,13 +144,15 @@ def _npu_compile(args) -> int:
             refused.append(v.label or out.kernel)
             sys.stdout.write(f"{head}refused\n" + "".join(f"  {line}\n" for line in out.report().splitlines()))
     if len(todo) > 1:
-        sys.stdout.write(f"{len(todo) - len(refused)} of {len(todo)} configs accepted"
+        sys.stdout.write(f"{len(todo) - len(refused) - len(unlowered)} of {len(todo)} configs accepted"
                          + (f"; refused: {'; '.join(refused)} (triton-ascend's autotuner drops a config that fails "
                             f"to compile and tunes among the others; it fails only when none compiles)"
-                            if refused else "") + "\n")
+                            if refused else "")
+                         + (f"; no verdict: {'; '.join(unlowered)}" if unlowered else "") + "\n")
     if args.keep:
         sys.stdout.write(f"stages kept in {args.keep}\n")
-    return 1 if refused else 0
+    # 1: the compilers refused a config; 2: no verdict for some config (and none refused)
+    return 1 if refused else 2 if unlowered else 0
 
 
 def _print_outcome(out, keep) -> None:

@@ -91,6 +91,7 @@ def check(fn, sig, consts, *, tgt=None):
     (the check could not run: check_launch fails the launch)."""
     from . import cache, pipeline
     from .carry import CarryError
+    from .ascend_ttir import Unavailable
     from .extension_ops import CannotLower
     tgt = tgt or target()
     t0 = time.monotonic()
@@ -113,7 +114,7 @@ def check(fn, sig, consts, *, tgt=None):
         verdicts = None
     try:
         out = pipeline.compile_kernel(fn, sig, consts, target=tgt, cache=verdicts, on_compiled=log_fresh)
-    except pipeline.ToolsMissing as e:
+    except (pipeline.ToolsMissing, Unavailable) as e:
         result = ("skipped", f"tools missing: {e}")
     except CarryError as e:
         result = ("skipped", f"not carried through triton-ascend 3.2.0's ttadapter: {e}")

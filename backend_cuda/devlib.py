@@ -752,11 +752,15 @@ def bitcode_path() -> str:
         module.verify()
     except RuntimeError as e:
         raise TritonDistError(f"the CUDA device library does not assemble (a triton_dist bug): {e}") from None
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(module.as_bitcode())
-    os.replace(tmp, path)        # atomic: concurrent ranks never read half a file
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(module.as_bitcode())
+        os.replace(tmp, path)        # atomic: concurrent ranks never read half a file
+    except OSError as e:             # a read-only HOME, a path under a file: one line saying what to do
+        raise TritonDistError(f"backend 'cuda' cannot write its device library to {os.path.dirname(path)} "
+                              f"({e.strerror or e}); set TRITON_DIST_CACHE_DIR to a writable directory") from None
     return path
 
 

@@ -380,3 +380,37 @@ def test_a_check_that_could_not_run_fails_the_launch(tmp_path, monkeypatch):
     launch = Launch(add_one.fn, {"x_ptr": __import__("torch").zeros(64), "n": 64, "BLOCK": 32}, ("BLOCK",))
     with pytest.raises(compile_check.NpuCompileCheckError, match="could not run: internal error"):
         compile_check.check_launch(launch)
+
+
+# --- the same defects elsewhere ----------------------------------------------------------------------------
+def test_triton_ascends_libtriton_reads_newer_ttir_in_its_own_form():
+    """Kernels with non-power-of-two shapes run their TTIR passes in triton-ascend 3.2.0's libtriton
+    (backend_ascend/ascend_ttir.py), which cannot parse 3.9's cachePolicy attribute either."""
+    from triton_dist.backend_ascend import ascend_ttir
+    if not os.path.exists(ascend_ttir.cached_libtriton()):
+        pytest.skip(f"triton-ascend's libtriton is not fetched ({ascend_ttir.cached_libtriton()})")
+    text = ascend_ttir.run_passes(_ttir("cached_load"), "cached_load")
+    assert "cacheModifier = cg evictionPolicy = evict_last" in text, text
+
+
+def test_lower_refuses_a_plain_function_and_a_bare_word_constexpr(capsys):
+    try:
+        rc = main(["lower", f"{HERE}::not_jitted", "-s", "x_ptr=*fp32,n=i32", "-c", "BLOCK=64"])
+    except SystemExit as e:
+        rc = e.code
+    assert rc == 2 and "expected a @triton.jit kernel" in capsys.readouterr().err
+    try:
+        rc = main(["lower", *ADD, "-c", "BLOCK=abc"])
+    except SystemExit as e:
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and "--constexpr BLOCK=abc" in err, err
+
+
+def test_the_cuda_device_library_under_an_unwritable_cache_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("llvmlite")
+    from triton_dist.backend_cuda import devlib
+    from triton_dist.errors import TritonDistError
+    monkeypatch.setenv("TRITON_DIST_CACHE_DIR", _unusable_cache(tmp_path))
+    with pytest.raises(TritonDistError, match="set TRITON_DIST_CACHE_DIR to a writable directory"):
+        devlib.bitcode_path()
