@@ -222,17 +222,19 @@ class _verifier_deferred:
     """During the trace, a module that took a non-power-of-two shape is not verified by stock
     Triton's libtriton (its verifyTensorSize refuses it, triton-ascend's does not: ascend_ttir.py,
     which verifies it with triton-ascend's rules); any other module is verified as before.
-    ast_to_ttir calls module.verify() (3.6, 3.9) or module.verify_with_diagnostics() (3.5)."""
+    ast_to_ttir calls module.verify() (3.6, 3.9) or module.verify_with_diagnostics() (3.5); the
+    semantic's reductions, scans and map_elementwise assert op.verify() (an ir.OpState's)."""
 
-    NAMES = ("verify", "verify_with_diagnostics")
+    NAMES = (("module", "verify"), ("module", "verify_with_diagnostics"), ("OpState", "verify"))
 
     def __init__(self, ir):
-        self.cls = ir.module
+        self.ir = ir
 
     def __enter__(self):
-        self.stock = {n: getattr(self.cls, n) for n in self.NAMES if hasattr(self.cls, n)}
-        for name, stock in self.stock.items():
-            setattr(self.cls, name, self._deferring(stock))
+        self.stock = {(c, n): getattr(getattr(self.ir, c), n) for c, n in self.NAMES
+                      if hasattr(getattr(self.ir, c, None), n)}
+        for (cls, name), stock in self.stock.items():
+            setattr(getattr(self.ir, cls), name, self._deferring(stock))
         return self
 
     @staticmethod
@@ -245,8 +247,8 @@ class _verifier_deferred:
         return verify
 
     def __exit__(self, *exc):
-        for name, stock in self.stock.items():
-            setattr(self.cls, name, stock)
+        for (cls, name), stock in self.stock.items():
+            setattr(getattr(self.ir, cls), name, stock)
         return False
 
 

@@ -270,6 +270,41 @@ def test_non_power_of_two_blocks_and_dots_are_accepted_by_the_real_compilers():
     assert out.accepted, out.report()
 
 
+@triton.jit
+def reduce_scan_rows(x, mx, cs, gray, w, COLS: tl.constexpr):
+    """A row of 326: its max, its running sum; 32 pixels of 3 channels weighted (tl.sum over (32, 3))."""
+    c = tl.arange(0, COLS)
+    v = tl.load(x + c)
+    tl.store(mx + tl.arange(0, 1), tl.full((1,), 0.0, tl.float32) + tl.max(tl.abs(v), axis=0))
+    tl.store(cs + c, tl.cumsum(v, axis=0))
+    pix, ch = tl.arange(0, 32), tl.arange(0, 3)
+    rgb = tl.load(x + pix[:, None] * 3 + ch[None, :])
+    tl.store(gray + pix, tl.sum(rgb * tl.load(w + ch)[None, :], axis=1))
+
+
+REDUCE_SIG = {"x": "*fp32", "mx": "*fp32", "cs": "*fp32", "gray": "*fp32", "w": "*fp32"}
+
+
+def test_reductions_and_scans_over_non_power_of_two_blocks_run_on_the_simulator():
+    g = torch.Generator().manual_seed(5)
+    x, w = torch.randn(326, generator=g), torch.tensor([0.299, 0.587, 0.114])
+
+    def body():
+        mx, cs, gray = torch.zeros(1), torch.zeros(326), torch.zeros(32)
+        reduce_scan_rows[(1,)](x, mx, cs, gray, w, COLS=326)
+        return mx, cs, gray
+    mx, cs, gray = _run(body)
+    torch.testing.assert_close(mx[0], x.abs().max())
+    torch.testing.assert_close(cs, torch.cumsum(x, 0), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(gray, x[:96].view(32, 3) @ w)
+
+
+@needs_tools
+def test_reductions_and_scans_over_non_power_of_two_blocks_are_accepted_by_the_real_compilers():
+    out = _compile(reduce_scan_rows, REDUCE_SIG, {"COLS": 326})
+    assert out.accepted, out.report()
+
+
 @needs_tools
 def test_a_non_power_of_two_block_too_large_for_the_unified_buffer_is_refused_by_bishengir():
     out = _compile(add_block, ADD_SIG, {"BLOCK": 65000})
