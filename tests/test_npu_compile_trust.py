@@ -414,3 +414,13 @@ def test_the_cuda_device_library_under_an_unwritable_cache_is_one_line(tmp_path,
     monkeypatch.setenv("TRITON_DIST_CACHE_DIR", _unusable_cache(tmp_path))
     with pytest.raises(TritonDistError, match="set TRITON_DIST_CACHE_DIR to a writable directory"):
         devlib.bitcode_path()
+
+
+def test_the_session_summary_counts_the_checks_that_could_not_run(tmp_path):
+    import json
+    from triton_dist.pytest_plugin import npu_compile_summary
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"key": "skip:k", "kernel": "add_one", "status": "error",
+                               "reason": "the NPU compile check could not run: unknown NPU target"}) + "\n")
+    line = npu_compile_summary(str(log))
+    assert "1 could not be checked" in line and "add_one" in line, line

@@ -626,6 +626,9 @@ def npu_compile_summary(path) -> str:
     if by["skipped"]:
         reasons = sorted({r.get("reason", "").split(":")[0].split(" (")[0] for r in by["skipped"]})
         text += "; skipped: " + ", ".join(sorted({r["kernel"] for r in by["skipped"]})) + f" ({'; '.join(reasons)})"
+    if by.get("error"):        # the check could not run (backend_ascend/compile_check.py): those launches failed
+        text += (f"; {len(by['error'])} could not be checked (their launches failed): "
+                 + ", ".join(sorted({r["kernel"] for r in by["error"]})))
     return text
 
 
