@@ -143,6 +143,16 @@ def add_tuned_small(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + off, tl.load(x_ptr + off, mask=m) + tl.load(y_ptr + off, mask=m), mask=m)
 
 
+# a config the frontend refuses (Triton's autotuner drops a config failing a static assert, too)
+@triton.autotune(configs=[triton.Config({"BLOCK": 512}), triton.Config({"BLOCK": 2048})], key=["n"])
+@triton.jit
+def add_asserted(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK <= 1024)
+    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = off < n
+    tl.store(out_ptr + off, tl.load(x_ptr + off, mask=m) + tl.load(y_ptr + off, mask=m), mask=m)
+
+
 # a config kwarg that is a compile option of triton-ascend, as its AutoTilingTuner adds `multibuffer`
 @triton.autotune(configs=[triton.Config({"BLOCK": 16, "multibuffer": False}),
                           triton.Config({"BLOCK": 32, "multibuffer": True})], key=["n"])
@@ -328,6 +338,15 @@ def test_npu_compile_gives_a_heuristics_kernel_its_computed_constexprs(capsys, t
     rc, out, _ = _cli(capsys, f"{HERE}::row_sum_heuristic", "-s", "x_ptr=*fp32,out_ptr=*fp32", "-c", "N_COLS=20")
     assert rc == 0, out
     assert "accepted: kernel row_sum_heuristic" in out and "BLOCK=32" in out, out
+
+
+@needs_tools
+def test_a_config_without_a_verdict_is_reported_and_the_others_compiled(capsys):
+    rc, out, _ = _cli(capsys, f"{HERE}::add_asserted", "-s", ADD_SIG)
+    assert rc == 2, out
+    assert "configs[0] (BLOCK=512): accepted" in out, out
+    assert "configs[1] (BLOCK=2048): no verdict" in out and "static_assert" in out, out
+    assert "1 of 2 configs accepted; no verdict: configs[1] (BLOCK=2048)" in out, out
 
 
 @needs_tools
