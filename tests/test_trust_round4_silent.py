@@ -204,3 +204,88 @@ def test_insert_slice_writes_inside_the_tile_only(r, c, sr, sc, ok):
     want = np.zeros((4, 4), np.float32)
     want[r:r + sr, c:c + sc] = X[:sr * sc].reshape(sr, sc) + 1
     np.testing.assert_array_equal(_launch_slice(insert_2d, 16, R=r, C=c, SR=sr, SC=sc).reshape(4, 4), want)
+
+
+# --- triton-ascend's tensor-method forms of the extension ops ---------------------------------------
+
+@triton.jit
+def methods(x, y, out):
+    v = tl.load(x + tl.arange(0, 8))
+    w = tl.load(y + tl.arange(0, 8))
+    tl.store(out + tl.arange(0, 4), v.extract_slice((2,), (4,), (1,)))
+    tl.store(out + 4, v.get_element((5,)))
+    tl.store(out + 8 + tl.arange(0, 8), v.insert_slice(w.extract_slice((0,), (2,), (1,)), (6,), (2,), (1,)))
+    tl.store(out + 16 + tl.arange(0, 8), v.atan2(w))
+    tl.store(out + 24 + tl.arange(0, 8), (v / w).isfinited().to(tl.float32))
+
+
+@triton.jit
+def method_out_of_bounds(x, out):
+    v = tl.load(x + tl.arange(0, 8))
+    tl.store(out, v.get_element((-1,)))
+
+
+def test_extension_ops_as_tensor_methods_on_the_simulator():
+    x = np.arange(8, dtype=np.float32) - 3
+    y = np.array([1, 2, 0, -1, 0.5, 0, 3, 4], np.float32)
+
+    def body():
+        out = torch.zeros(32)
+        methods[(1,)](torch.from_numpy(x), torch.from_numpy(y), out)
+        return out.numpy()
+    got = triton_dist.launch(body, world_size=1, backend="sim").values[0]
+    ins = x.copy()
+    ins[6:8] = y[0:2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        finite = np.isfinite(x / y).astype(np.float32)
+    np.testing.assert_array_equal(got[:4], x[2:6])
+    assert got[4] == x[5]
+    np.testing.assert_array_equal(got[8:16], ins)
+    np.testing.assert_allclose(got[16:24], np.arctan2(x, y), rtol=1e-6)
+    np.testing.assert_array_equal(got[24:32], finite)
+    # the method form is bounds-checked as the function is
+    with pytest.raises(triton_dist.RankError, match=r"\(method_out_of_bounds\): get_element: index -1"):
+        triton_dist.launch(lambda: method_out_of_bounds[(1,)](torch.zeros(8), torch.zeros(1)), world_size=1,
+                           backend="sim")
+
+
+def test_every_member_triton_ascend_attaches_is_a_tensor_method():
+    from triton_dist.sim.compat import cann
+    # triton-ascend a84b1eb5's @_tensor_member_fn functions of the extension (vec_ops, mem_ops,
+    # math_ops, aux_ops), read from its source; cast comes from sim/compat/ascend_cast.py
+    ascend = {"insert_slice", "extract_slice", "get_element", "cast", "index_put", "gather_out_to_ub",
+              "scatter_ub_to_out", "index_select_simd", "atan2", "isfinited", "finitef", "sync_block_all",
+              "sync_block_set", "sync_block_wait"}
+    assert set(cann.TENSOR_MEMBERS) | {"cast"} == ascend
+    assert all(callable(getattr(tl.tensor, n, None)) for n in ascend)
+
+
+@triton.jit
+def slice_methods(x, y, out):
+    v = tl.load(x + tl.arange(0, 8))
+    w = tl.load(y + tl.arange(0, 8))
+    tl.store(out + tl.arange(0, 4), v.extract_slice((2,), (4,), (1,)))
+    tl.store(out + 4, v.get_element((5,)))
+    tl.store(out + 8 + tl.arange(0, 8), v.insert_slice(w.extract_slice((0,), (2,), (1,)), (6,), (2,), (1,)))
+
+
+def test_tensor_methods_trace_for_the_npu(tmp_path):
+    from triton_dist.backend_ascend import cache, pipeline, toolchain
+    tools = toolchain.find()
+    if tools.missing:
+        pytest.skip("; ".join(tools.missing))
+    out = pipeline.compile_kernel(slice_methods, {"x": "*fp32", "y": "*fp32", "out": "*fp32"}, {},
+                                  cache=cache.Cache(str(tmp_path)), tools=tools)
+    assert out.accepted, out.report()
+
+
+@triton.jit
+def atan2_kernel(x, out):
+    v = tl.load(x + tl.arange(0, 8))
+    tl.store(out + tl.arange(0, 8), al.atan2(v, v + 1))
+
+
+def test_a_values_only_op_traced_for_the_npu_says_so():
+    from triton_dist.backend_ascend import frontend
+    with pytest.raises(TritonDistError, match=r"extension\.atan2 has no device lowering in triton_dist"):
+        frontend.build_ttir(atan2_kernel, {"x": "*fp32", "out": "*fp32"}, {})

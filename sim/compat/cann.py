@@ -31,6 +31,7 @@ Anything else of the module exists (imports succeed) and says it is not simulate
 from __future__ import annotations
 
 import enum
+import inspect
 import sys
 import types
 
@@ -482,20 +483,70 @@ def index_select_simd(src, dim, index, src_shape, src_offset, read_shape, _seman
 from .ascend_cast import cast  # noqa: E402  (triton-ascend's cast with overflow_mode)
 
 
+def _values_only(name, _semantic):
+    """atan2, isfinited, finitef compute on the simulator's values; traced for a device they have no
+    lowering here (triton-ascend's are @jit functions over its libdevice atan/isnan/isinf,
+    extension/math_ops.py:11-57 at a84b1eb5), which is said instead of an AttributeError."""
+    if not D.interpreting(_semantic):
+        raise TritonDistError(f"{context.kernel_line(3)}: extension.{name} has no device lowering in triton_dist "
+                              f"(triton-ascend builds it from its libdevice's atan/isnan/isinf); it runs on the "
+                              f"simulator only.  For the NPU compile, write it with tl.where and tl.math")
+
+
 @_builtin
 def atan2(y, x, _semantic=None):
+    _values_only("atan2", _semantic)
     a, b = np.asarray(y.handle.data), np.asarray(x.handle.data)
     return tl.tensor(TensorHandle(np.arctan2(a, b).astype(a.dtype), y.type.scalar), y.type)
 
 
 @_builtin
 def isfinited(x, _semantic=None):
+    _values_only("isfinited", _semantic)
     data = np.isfinite(np.asarray(x.handle.data))
     ty = tl.block_type(tl.int1, list(x.shape)) if x.type.is_block() else tl.int1
     return tl.tensor(TensorHandle(data, tl.int1), ty)
 
 
 finitef = isfinited
+
+
+# The extension functions triton-ascend also makes tl.tensor methods (`v.get_element((i,))`,
+# `v.extract_slice(...)`): its @_tensor_member_fn (python/triton/language/core.py:50-84 at
+# triton-lang/triton-ascend a84b1eb5) on vec_ops.py:29 insert_slice, :77 extract_slice, :121
+# get_element (:506 cast: sim/compat/ascend_cast.py), mem_ops.py:21 index_put, :161
+# gather_out_to_ub, :313 scatter_ub_to_out, :466 index_select_simd, math_ops.py:11 atan2, :32
+# isfinited, :44 finitef, aux_ops.py:21 sync_block_all, :39 sync_block_set, :60 sync_block_wait.
+# Importing the extension attaches them there; install() does the same on stock triton.
+TENSOR_MEMBERS = ("insert_slice", "extract_slice", "get_element", "index_put", "gather_out_to_ub",
+                  "scatter_ub_to_out", "index_select_simd", "atan2", "isfinited", "finitef", "sync_block_all",
+                  "sync_block_set", "sync_block_wait")
+
+
+def _tensor_member(fn, name):
+    """`x.name(...)` calls `name(x, ...)`; a builtin naming _semantic and _generator, so Triton's
+    interpreter and code generator (which look for those names in the signature) hand them over as
+    they do to the free function."""
+    takes_generator = "_generator" in inspect.signature(fn).parameters
+
+    def member(self, *args, _semantic=None, _generator=None, **kwargs):
+        if takes_generator:
+            kwargs["_generator"] = _generator
+        return fn(self, *args, _semantic=_semantic, **kwargs)
+    member.__name__ = member.__qualname__ = name
+    member.__doc__ = fn.__doc__
+    member._td_extension_member = True
+    setattr(member, tl.core.TRITON_BUILTIN, True)
+    return member
+
+
+def install_tensor_members() -> None:
+    """tl.tensor's extension methods, as importing triton-ascend's extension makes them (idempotent;
+    a method stock Triton itself defines is left alone)."""
+    for name in TENSOR_MEMBERS:
+        have = tl.core.tensor.__dict__.get(name)
+        if have is None or getattr(have, "_td_extension_member", False):
+            setattr(tl.core.tensor, name, _tensor_member(globals()[name], name))
 
 
 def _unsupported(name):
@@ -554,6 +605,7 @@ def install() -> bool:
         sys.modules[PARENT] = parent
     from . import ascend_cast
     ascend_cast.install()                    # tl.tensor.cast, tl.cast, tensor.to as triton-ascend has them
+    install_tensor_members()                 # v.get_element(...), v.extract_slice(...), ...
     ext = sys.modules.get(MODULE) or build()
     sys.modules[MODULE] = ext
     parent.extension = ext
