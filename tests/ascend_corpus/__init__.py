@@ -55,6 +55,8 @@ class Case:
     # run under these seeds of the random schedule (each must match torch) instead of once on the free
     # schedule: for kernels whose result depends on the order of the cores (barriers)
     seeds: tuple = ()
+    # uses tl.make_block_ptr / tl.advance, which stock triton 3.9 removed (triton_dist/language/block_pointers.py)
+    block_pointers: bool = False
     family: str = ""
 
     @property
