@@ -45,7 +45,7 @@ from triton_dist import kernel_launches
 from triton_dist.language import ascend_math
 
 from . import access, context, memory
-from . import low_precision
+from . import low_precision, tile_slices
 from .tritonapi import detect
 
 # The adapter of the installed triton's interpreter generation (sim/tritonapi/): every
@@ -575,6 +575,7 @@ def install() -> None:
     for name, pos in API.pointer_ops():
         setattr(B, name, _keeps_base(getattr(B, name), *pos))
     API.install_device_ops(B)
+    tile_slices.install(B)            # tl.gather: an index outside the axis refused (numpy would wrap -1)
     low_precision.install(B)          # bf16/fp8 computed on their values (after the device ops: sort)
     ascend_math.install()             # triton-ascend's dtypes for tl.exp & co. on simulated cores
     _installed = True

@@ -98,3 +98,33 @@ def create_extract_slice(self, full_tensor, offsets, sizes, strides):
     data, offsets = np.asarray(full_tensor.data), [_int(o) for o in offsets]
     check_slice("extract_slice", data.shape, offsets, sizes, strides)
     return TensorHandle(np.ascontiguousarray(data[index(offsets, sizes, strides)]), full_tensor.dtype.scalar)
+
+
+# --- tl.gather: stock Triton's interpreter takes numpy's take_along_axis (3.5.1, 3.6.0, 3.9.0:
+# InterpreterBuilder.create_gather), so an index of -1 reads the last element of the axis and no
+# error is raised; stock Triton's frontend checks shapes only (semantic.py gather).  What a GPU or
+# an NPU reads at an index outside the axis is undefined (inferred, not verified: neither
+# documents it, and neither compiler can see a run-time index).  The simulator refuses it.
+
+def _checked_gather(orig):
+    def create_gather(self, src, indices, axis):
+        idx, n = np.asarray(indices.data), np.asarray(src.data).shape[axis]
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise TritonDistError(
+                f"{context.kernel_line()}: tl.gather: index {int(idx[at])} (at {list(at)} of the index tile) is outside "
+                f"0..{n - 1}, the {n} elements of axis {axis} of the source; {int(bad.sum())} of {idx.size} indices are.  "
+                f"Triton's interpreter would count a negative index from the end; on a device what it reads is "
+                f"undefined.  Fix: keep every index in 0..{n - 1} (clamp it, or mask the gathered value with tl.where)")
+        return orig(self, src, indices, axis)
+    create_gather.__wrapped__ = orig
+    create_gather._td_checked = True
+    return create_gather
+
+
+def install(builder_class) -> None:
+    """Bounds-check the interpreter builder's tl.gather (idempotent)."""
+    have = getattr(builder_class, "create_gather", None)
+    if have is not None and not getattr(have, "_td_checked", False):
+        builder_class.create_gather = _checked_gather(have)

@@ -289,3 +289,28 @@ def test_a_values_only_op_traced_for_the_npu_says_so():
     from triton_dist.backend_ascend import frontend
     with pytest.raises(TritonDistError, match=r"extension\.atan2 has no device lowering in triton_dist"):
         frontend.build_ttir(atan2_kernel, {"x": "*fp32", "out": "*fp32"}, {})
+
+
+# --- the same class elsewhere: tl.gather (stock Triton's interpreter wraps -1 to the last element) --
+
+@triton.jit
+def gather_1d(x, idx, out):
+    v = tl.load(x + tl.arange(0, 8))
+    i = tl.load(idx + tl.arange(0, 4))
+    tl.store(out + tl.arange(0, 4), tl.gather(v, i, 0))
+
+
+@pytest.mark.parametrize("index,ok", [([0, 7, 2, 3], True), ([0, -1, 2, 3], False), ([0, 1, 8, 3], False)])
+def test_tl_gather_reads_inside_the_axis_only(index, ok):
+    def body():
+        out = torch.zeros(4)
+        gather_1d[(1,)](torch.from_numpy(X[:8].copy()), torch.tensor(index, dtype=torch.int32), out)
+        return out.numpy()
+    if ok:
+        np.testing.assert_array_equal(triton_dist.launch(body, world_size=1).values[0], X[:8][index])
+        return
+    with pytest.raises(triton_dist.RankError) as ei:
+        triton_dist.launch(body, world_size=1)
+    bad = [i for i in index if not 0 <= i < 8][0]
+    line = gather_1d.fn.__code__.co_firstlineno + 4
+    assert f"test_trust_round4_silent.py:{line} (gather_1d): tl.gather: index {bad} " in str(ei.value), str(ei.value)
