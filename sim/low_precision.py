@@ -16,11 +16,21 @@ What the NPU does (AscendNPU-IR, commit 52f96a13):
   the results back to bf16 (RINT: to nearest, ties to even, sim/float_casts.py).  Casts,
   copies, selects, broadcasts, transposes and matmuls keep bf16.  So a bf16 op is one f32 op
   rounded once, and a bf16 reduction or scan accumulates in f32 and rounds each result once.
-  One difference is known and kept: those casts carry fastmath<contract>, and SimplifyOps
-  (HFusion/Transforms/SimplifyOps.cpp :105-249) removes an f32->bf16->f32 pair between two
-  legalized ops, so the NPU may skip the rounding between two chained bf16 ops where the
-  simulator (like Triton's semantics and the GPU) rounds after each: the last bit may differ.
-- float8 (e5m2, e4m3fn): `hfusion-legalize-fp8` (LegalizeFP8.cpp) does the same through f32.
+  Those casts carry fastmath<contract>, and SimplifyOps (HFusion/Transforms/SimplifyOps.cpp
+  :105-249: CastOpPattern; :256- LoopedCastOpPattern for loop-carried values) removes an
+  f32 -> bf16 -> f32 pair whose down-cast is such a cast: a legalized op's f32 result feeds the
+  next legalized op, a user's `.to(tl.float32)` and the next loop iteration unrounded; only
+  what leaves the chain (a store, a select, a broadcast or reshape, a user's down-cast) is
+  rounded.  Measured with bishengir-compile (ascendnpu-ir 1.2.0, --target=Ascend910B4, the
+  IR after convert-hivm-to-std): bf16 `x * y + z` is vcast, vmul f32, vadd f32, one vcast back;
+  `(a + b).to(tl.float32) * 3` multiplies the f32 sum, not the stored bf16; a bf16 accumulator
+  `acc += tl.load(...)` in a loop is carried as f32 and rounded once at the store.  So each
+  bf16 result here keeps its f32 value beside its bits (handle.attr[SHADOW]); the ops
+  above read it, every other op (select, splat, broadcast, reshape, store, atomics, casts to
+  other types) sees the rounded bits.
+- float8 (e5m2, e4m3fn): `hfusion-legalize-fp8` (LegalizeFP8.cpp) computes through f32 too,
+  without contract flags; the simulator rounds every float8 result (the NPU's chains of float8
+  ops: inferred, not verified; Ascend910B4 has no float8).
 - float16: native on the vector unit, except a reduction whose combine adds, which is
   computed in f32 and rounded once (`NormalizeF16ReduceSum`, HFusion/Transforms/Normalize.cpp
   :7672-7718).  The simulator reduces float16 in f32 for every combine function (a product
@@ -49,8 +59,28 @@ def _raw(h) -> bool:
     return h.data.dtype.kind == "u" and h.dtype in RAW_BITS
 
 
+# a bf16 result's float32 value before its rounding (see above), kept in the handle's attributes
+SHADOW = "td_f32"
+
+
+def _value(h) -> np.ndarray:
+    """The float32 values a legalized op reads from a bf16/fp8 handle: its unrounded f32 result
+    where it has one, else its bits' values."""
+    shadow = h.attr.get(SHADOW)
+    return shadow if shadow is not None else decode(h.data, h.dtype)
+
+
+def _result(values, dtype) -> TensorHandle:
+    """A legalized op's result: rounded bits; a bf16 one keeps its f32 values as its shadow."""
+    values = np.asarray(values, dtype=np.float32)
+    h = TensorHandle(encode(values, dtype), dtype)
+    if dtype == tl.bfloat16:
+        h.attr[SHADOW] = values
+    return h
+
+
 def _wide(h) -> TensorHandle:
-    return TensorHandle(decode(h.data, h.dtype), tl.float32)
+    return TensorHandle(_value(h), tl.float32)
 
 
 # ---- element-wise ops: computed in f32 ------------------------------------------------------
@@ -62,7 +92,7 @@ def _rounded(orig, arity=None):
     def slow(self, *args):
         dtype = args[0].dtype
         out = orig(self, *(_wide(a) if isinstance(a, TensorHandle) and _raw(a) else a for a in args))
-        return TensorHandle(encode(np.asarray(out.data, dtype=np.float32), dtype), dtype)
+        return _result(out.data, dtype)
 
     if arity == 1:
         def op(self, arg):
@@ -125,10 +155,11 @@ def _fp_trunc(orig):
 
 
 def _fp_ext(orig):
-    """bfloat16 -> float32: the exact value."""
+    """bfloat16 -> float32: the exact value (of an unrounded legalized result: its f32 value,
+    the NPU's compiler removes that cast pair, see above)."""
     def create_fp_ext(self, src, dst_type):
         if _raw(src):
-            wide = decode(src.data, src.dtype)
+            wide = _value(src)
             return TensorHandle(wide.astype(_interp._get_np_dtype(dst_type)), dst_type.scalar)
         return orig(self, src, dst_type)
     create_fp_ext.__wrapped__ = orig
@@ -173,9 +204,13 @@ def _sort(orig):
             return orig(self, x, dim, descending)
         data = np.asarray(x.data)
         d = dim % data.ndim
-        order = np.argsort(decode(data, x.dtype), axis=d, kind="stable")
-        out = np.take_along_axis(data, order, axis=d)
-        return TensorHandle(np.flip(out, axis=d).copy() if descending else out, x.dtype.scalar)
+        order = np.argsort(_value(x), axis=d, kind="stable")
+        if descending:
+            order = np.flip(order, axis=d)
+        out = TensorHandle(np.take_along_axis(data, order, axis=d), x.dtype.scalar)
+        if x.attr.get(SHADOW) is not None:
+            out.attr[SHADOW] = np.take_along_axis(x.attr[SHADOW], order, axis=d)
+        return out
     create_sort.__wrapped__ = orig
     return create_sort
 
@@ -217,7 +252,7 @@ def _print(orig):
     hex=True still prints the bits."""
     def create_print(self, prefix, hex, values, isSigned):
         if not hex and any(_raw(v) for v in values):
-            values = [_wide(v) if _raw(v) else v for v in values]
+            values = [TensorHandle(decode(v.data, v.dtype), tl.float32) if _raw(v) else v for v in values]
         return orig(self, prefix, hex, values, isSigned)
     create_print.__wrapped__ = orig
     return create_print
@@ -269,16 +304,16 @@ def _widen_tensor(t):
     if t.dtype == tl.float16:
         data = np.asarray(t.handle.data).astype(np.float32)
     else:
-        data = decode(t.handle.data, t.dtype)
+        data = _value(t.handle)
     ty = tl.block_type(tl.float32, list(t.shape)) if t.type.is_block() else tl.float32
     return tl.core.tensor(TensorHandle(data, tl.float32), ty)
 
 
 def _narrow_tensor(t, dtype):
     data = np.asarray(t.handle.data, dtype=np.float32)
-    bits = data.astype(np.float16) if dtype == tl.float16 else encode(data, dtype)
+    h = TensorHandle(data.astype(np.float16), dtype) if dtype == tl.float16 else _result(data, dtype)
     ty = tl.block_type(dtype, list(t.shape)) if t.type.is_block() else dtype
-    return tl.core.tensor(TensorHandle(bits, dtype), ty)
+    return tl.core.tensor(h, ty)
 
 
 def _in_f32(orig, widened):

@@ -40,6 +40,13 @@ def _bits(t):
     return t.view(torch.int8 if t.element_size() == 1 else torch.int16).numpy()
 
 
+def _mid(t, dt):
+    """An intermediate result of a chain of ops as the NPU's compiler leaves it: a bf16 one keeps
+    its f32 value (LegalizeBF16's casts are removed between legalized ops, sim/low_precision.py),
+    a float16 one is rounded (float16 ops are native)."""
+    return t.float() if dt == torch.bfloat16 else t.to(dt).float()
+
+
 def _same_bits(got, want):
     nan = torch.isnan(want.float())
     assert torch.equal(torch.isnan(got.float()), nan), (got, want)
@@ -79,7 +86,7 @@ def binary_kernel(x, y, z, o, c, N: tl.constexpr):
     tl.store(o + 6 * N + r, tl.clamp(a, d, d + 2))
     tl.store(o + 7 * N + r, tl.fma(a, b, d))
     tl.store(o + 8 * N + r, tl.where(a < b, a * d, b))
-    tl.store(o + 9 * N + r, a * b + d)                     # rounded after the product, then the sum
+    tl.store(o + 9 * N + r, a * b + d)                     # bf16 rounded once, fp16 after each op
     tl.store(o + 10 * N + r, -a)
     tl.store(c + 0 * N + r, (a < b).to(tl.int8))
     tl.store(c + 1 * N + r, (a > b).to(tl.int8))
@@ -103,12 +110,62 @@ def test_binary_ops_and_comparisons_match_torch(name):
     f = lambda t: t.float()                                # noqa: E731
     want = [x + y, x - y, x * y, x / y, torch.maximum(x, y), torch.minimum(x, y),
             torch.clamp(x, z, (z.float() + 2).to(dt)), (f(x) * f(y) + f(z)).to(dt),
-            torch.where(x < y, x * z, y), x * y + z]
+            torch.where(x < y, x * z, y), x * y + z if dt == torch.float16 else (f(x) * f(y) + f(z)).to(dt)]   # bf16: one rounding
     for i, w in enumerate(want):
         _same_bits(o[i], w)
     assert torch.equal(o[10].float(), -x.float())          # 3.5-3.7 negate as 0 - x: -0 is +0 there
     for i, w in enumerate([x < y, x > y, x <= y, x >= y, x == y, x != y]):
         np.testing.assert_array_equal(c[i].numpy(), w.to(torch.int8).numpy(), err_msg=f"comparison {i}")
+
+
+# ---- chains of bf16 ops: rounded where the NPU's compiler rounds -----------------------------------
+# Measured with bishengir-compile (ascendnpu-ir 1.2.0, --target=Ascend910B4, `triton-dist
+# npu-compile --keep`, the IR after convert-hivm-to-std): x * y + z is vcast, vmul f32, vadd f32,
+# one vcast back; (a + b).to(tl.float32) * 3 multiplies the unrounded f32 sum; a bf16 loop
+# accumulator is carried as f32 and rounded at the store.
+
+@triton.jit
+def chain_kernel(a, b, c, o, of, K, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x, y, z = tl.load(a + r), tl.load(b + r), tl.load(c + r)
+    tl.store(o + 0 * N + r, x * y + z)                     # one rounding
+    h = x + y
+    tl.store(o + 1 * N + r, h)                             # the stored sum is rounded
+    tl.store(of + 0 * N + r, h.to(tl.float32) * 3.0)       # the f32 one is not
+    tl.store(of + 1 * N + r, tl.where(r >= 0, h, 0.0).to(tl.float32))   # a select rounds
+    tl.store(of + 2 * N + r, (x.to(tl.float32) + y.to(tl.float32)).to(tl.bfloat16).to(tl.float32))  # a user's cast rounds
+    acc = tl.zeros((N,), tl.bfloat16)
+    for k in range(K):
+        acc += tl.load(c + r)
+    tl.store(o + 2 * N + r, acc)                           # K additions, one rounding
+
+
+def test_bf16_chains_round_where_the_npu_compiler_rounds():
+    g = torch.Generator().manual_seed(13)
+    x, y = (1 + torch.rand(N, generator=g)).bfloat16(), (torch.rand(N, generator=g) / 64).bfloat16()
+    z = (torch.rand(N, generator=g) / 256).bfloat16()
+    K = 64
+
+    def body():
+        o, of = torch.zeros(3 * N, dtype=torch.bfloat16), torch.zeros(3 * N)
+        chain_kernel[(1,)](x, y, z, o, of, K, N=N)
+        return o.view(3, N), of.view(3, N)
+    o, of = _run(body)
+    f = lambda t: t.float()                                # noqa: E731
+    _same_bits(o[0], (f(x) * f(y) + f(z)).bfloat16())
+    assert not torch.equal(o[0], x * y + z)                # per-op rounding differs here
+    _same_bits(o[1], x + y)
+    assert torch.equal(of[0], (f(x) + f(y)) * 3.0)
+    assert not torch.equal(of[0], f(x + y) * 3.0)
+    assert torch.equal(of[1], f(x + y)) and torch.equal(of[2], f(x + y))
+    acc = torch.zeros(N)
+    for _ in range(K):
+        acc = acc + f(z)
+    _same_bits(o[2], acc.bfloat16())
+    per_step = torch.zeros(N, dtype=torch.bfloat16)
+    for _ in range(K):
+        per_step = per_step + z
+    assert not torch.equal(o[2], per_step)
 
 
 # ---- math functions -------------------------------------------------------------------------------
@@ -187,9 +244,10 @@ def test_math_functions_in_a_kernel_take_triton_ascends_dtypes(name):
     o = _run(body)
     f = x.float()
     r = lambda t: t.to(dt)                                 # noqa: E731
-    want = [torch.exp(f), torch.log(f), torch.sqrt(f), torch.rsqrt(f), 1 / r(1 + r(torch.exp(-f)).float()).float(),
-            torch.exp2(f), torch.log2(f), torch.sin(f), torch.cos(f), torch.erf(f), torch.floor(r(f * 3).float()),
-            torch.ceil(r(f * 3).float()), f / r(f + 1).float(), torch.sqrt(f)]
+    m = lambda t: _mid(t, dt)                              # noqa: E731
+    want = [torch.exp(f), torch.log(f), torch.sqrt(f), torch.rsqrt(f), 1 / m(1 + m(torch.exp(-f))),
+            torch.exp2(f), torch.log2(f), torch.sin(f), torch.cos(f), torch.erf(f), torch.floor(m(f * 3)),
+            torch.ceil(m(f * 3)), f / m(f + 1), torch.sqrt(f)]
     for i, w in enumerate(want):
         assert _ulps(o[i], r(w)).max() <= 1, (i, o[i], r(w))
 
@@ -483,7 +541,7 @@ def test_bf16_add_rmsnorm_bias_matches_torch():
     out, res_out = _run(body)
     h = x + res
     _same_bits(res_out.flatten(), h.flatten())
-    hf = h.float()
+    hf = x.float() + res.float()                           # the NPU's h.to(tl.float32): the unrounded sum
     want = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float() + bias.float()).bfloat16()
     assert not torch.isnan(out).any()
     assert _ulps(out.flatten(), want.flatten()).max() <= 1
