@@ -73,7 +73,12 @@ def signature_of(launch):
 
 
 def _memo_key(launch, sig, consts):
-    return (launch.fn, tuple(sorted(sig.items())), tuple(sorted((k, repr(v)) for k, v in consts.items())))
+    # the code of the kernel and of every @jit function it reaches as it is now (a constexpr ACT=act
+    # edited into a new function of the same name has the same repr; a rebound helper changes nothing
+    # of launch.fn): source_key, a walk of code objects and names (10-60 us for the library's kernels)
+    from .source_key import source_key
+    return (launch.fn, tuple(sorted(sig.items())), tuple(sorted((k, repr(v)) for k, v in consts.items())),
+            source_key(launch.fn, consts))
 
 
 def _log(record):

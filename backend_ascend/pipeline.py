@@ -146,8 +146,11 @@ def keep_dir(keep):
                          f"stages in (it is created if missing)")
     try:
         os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
-        raise UsageError(f"--keep {keep}: cannot create the directory ({e.strerror}); name a writable directory") \
+        raise UsageError(f"--keep {keep}: cannot write there ({e.strerror or e}); name a writable directory") \
             from None
     return path
 
@@ -303,6 +306,7 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
         final = _ir_after(proc.stderr, STOP_PASS)
         if final is not None:
             _write(keep, f"kernel.{STOP_PASS}.mlir", final)
+        _silent_failure("bishengir-compile", tools.compiler, proc)
         errors = _error_lines(proc.stderr)
         errors = [e for e in errors if "Failed to run BiShengHIR pipeline" not in e or len(errors) == 1]
         cmdline = [line.strip() for line in proc.stderr.splitlines() if _CMDLINE_ERROR.search(line)]
@@ -323,11 +327,19 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
         return dict(status="accepted", stage=stage, failed_at="", errors=[], calls=calls, seconds=seconds)
 
 
+def _silent_failure(tool, path, proc):
+    """A tool that failed without a word (not a crash) gave no verdict: it is not working here."""
+    if proc.returncode > 0 and proc.returncode < 128 and not proc.stderr.strip() and not proc.stdout.strip():
+        raise UsageError(f"{tool} ({path}) exited with status {proc.returncode} and printed nothing: not a verdict "
+                         f"on the kernel; check the tool (`python -m triton_dist.backend_ascend.toolchain find`)")
+
+
 def _parse_errors(tools, src) -> list:
     """The adapter's errors on reading `src` with no pass at all (empty: it parses and verifies)."""
     proc = subprocess.run([tools.adapter, src, "-o", os.devnull], capture_output=True, text=True, timeout=TIMEOUT_S)
     if proc.returncode == 0:
         return []
+    _silent_failure("triton-adapter-opt", tools.adapter, proc)
     return _error_lines(proc.stderr) or proc.stderr.strip().splitlines()[-3:] or [f"exit status {proc.returncode}"]
 
 

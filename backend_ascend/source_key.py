@@ -52,6 +52,16 @@ def _names(code) -> set:
     return out
 
 
+_facts: dict = {}      # code object (immutable) -> (digest of its marshal, the names it uses, sorted)
+
+
+def _code_facts(code):
+    facts = _facts.get(code)
+    if facts is None:
+        facts = _facts[code] = (hashlib.sha256(marshal.dumps(code)).hexdigest(), tuple(sorted(_names(code))))
+    return facts
+
+
 def _value_key(v):
     inner = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
     if isinstance(inner, _SCALARS):
@@ -71,10 +81,9 @@ class _Walk:
             return
         self.seen.add(id(fn))
         code = fn.__code__
-        self.h.update(f"fn {fn.__module__}.{fn.__qualname__}\n".encode())
-        self.h.update(marshal.dumps(code))
+        digest, names = _code_facts(code)
+        self.h.update(f"fn {fn.__module__}.{fn.__qualname__} {digest}\n".encode())
         self.h.update(repr((fn.__defaults__, fn.__kwdefaults__)).encode())
-        names = _names(code)
         scope = dict(fn.__globals__)
         if fn.__closure__:
             for name, cell in zip(code.co_freevars, fn.__closure__):
@@ -82,7 +91,7 @@ class _Walk:
                     scope[name] = cell.cell_contents
                 except ValueError:          # an empty cell
                     pass
-        for name in sorted(names):
+        for name in names:
             if name in scope:
                 self.value(name, scope[name], names)
 
@@ -90,8 +99,9 @@ class _Walk:
         if isinstance(v, types.ModuleType):
             if not _own(v.__name__):
                 return
-            for attr in sorted(names):
-                member = getattr(v, attr, None)
+            members = vars(v)         # not getattr: a module's lazy __getattr__ (triton_dist.language.extra) costs
+            for attr in names:
+                member = members.get(attr)
                 if member is None or isinstance(member, types.ModuleType) or inspect.isfunction(member):
                     continue
                 fn = _unwrap(member)          # a @jit function reached as module.attr

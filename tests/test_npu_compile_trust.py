@@ -424,3 +424,39 @@ def test_the_session_summary_counts_the_checks_that_could_not_run(tmp_path):
                                "reason": "the NPU compile check could not run: unknown NPU target"}) + "\n")
     line = npu_compile_summary(str(log))
     assert "1 could not be checked" in line and "add_one" in line, line
+
+
+@needs_tools
+def test_the_launch_checks_memo_does_not_serve_an_edited_constexpr_function(tmp_path, monkeypatch):
+    """The launch check keeps verdicts per process too: ACT=act accepted, then `act` edited (a new
+    function of the same name, so the same repr) must be compiled again and refused."""
+    import torch
+    from triton_dist.kernel_launches import Launch
+    monkeypatch.setenv("TRITON_DIST_NPU_COMPILE_CACHE", str(tmp_path))
+    for var in (compile_check.TARGET_ENV, compile_check.SOURCES_ENV, compile_check.LOG_ENV):
+        monkeypatch.delenv(var, raising=False)
+
+    def launch(fn):
+        return Launch(apply.fn, {"x_ptr": torch.zeros(4), "out_ptr": torch.zeros(4), "n": 4, "ACT": fn}, ("ACT",))
+    compile_check.check_launch(launch(ACT_SMALL))
+    with pytest.raises(compile_check.NpuCompileError, match=UB):
+        compile_check.check_launch(launch(ACT_BIG))
+
+
+@pytest.mark.parametrize("broken", ["adapter", "compiler"])
+def test_a_tool_that_fails_without_a_word_is_exit_2_not_a_refusal(broken, monkeypatch, capsys):
+    if TOOLS.missing:
+        pytest.skip("; ".join(TOOLS.missing))
+    false = "/bin/false"
+    if not os.access(false, os.X_OK):
+        pytest.skip("no /bin/false")
+    env = toolchain.ADAPTER_ENV if broken == "adapter" else toolchain.COMPILER_ENV
+    monkeypatch.setenv(env, false)
+    rc, out, err = _cli(capsys, *ADD, "-c", "BLOCK=64")
+    assert rc == 2 and "printed nothing" in err and "refuses" not in out, out + err
+
+
+@needs_tools
+def test_an_option_value_bishengir_cannot_take_is_exit_2(capsys):
+    rc, out, err = _cli(capsys, *ADD, "-c", "BLOCK=64", "--option", "multibuffer=abc")
+    assert rc == 2 and "command line was refused" in err and "refuses kernel" not in out, out + err
