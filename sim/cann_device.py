@@ -72,10 +72,12 @@ def sync_block_all(self, mode, event_id):
         _sync_sub_vectors(c, rt, event_id)
         return
     if s is None:
+        _drain_pipes(c, rt)
         rt.core_barrier(c)
         return
     nblocks = c.grid_dim[0] * c.grid_dim[1] * c.grid_dim[2]
     if mode == "all":                   # every core of every block: its cube and vector instances
+        _drain_pipes(c, rt)
         rt.core_barrier(c, what=f"the {c.ncores} cores of the {nblocks} blocks of rank {rt.rank} (each block its cube "
                                 f"core and {s.block.nvec} vector core{'s' if s.block.nvec > 1 else ''}; "
                                 f"sync_block_all('all'))")
@@ -83,8 +85,22 @@ def sync_block_all(self, mode, event_id):
     kind = core_split.CUBE if mode == "all_cube" else core_split.VECTOR
     if s.core_type != kind:             # a barrier of the other kind's cores
         return
+    _drain_pipes(c, rt)
     parties = nblocks * (1 if kind == core_split.CUBE else s.block.nvec)
     rt.core_barrier(c, mode, parties, f"the {parties} {kind} cores of rank {rt.rank} (sync_block_all({mode!r}))")
+
+
+def _drain_pipes(c, rt) -> None:
+    """Every mode of sync_block_all starts with a barrier of the participating core's pipes:
+    triton-ascend gives the core's side PIPE_ALL (third_party/ascend/ascend_ir.cc:138-166 at
+    triton-lang/triton-ascend a84b1eb5) and AscendNPU-IR lowers the op to
+    hivm.pipe_barrier[that pipe] before the cross-core flags (HIVMDecomposeOp.cpp:461-465, 541,
+    568, 596 at Ascend/AscendNPU-IR 52f96a13): its stores in flight complete, as at
+    tl.debug_barrier (sim/interp.py), before the other cores are met."""
+    from . import primitives
+    primitives.complete_pending(c)
+    if rt.observers is not None:
+        rt.observers.quiet()
 
 
 def _sync_sub_vectors(c, rt, event_id) -> None:
@@ -100,6 +116,7 @@ def _sync_sub_vectors(c, rt, event_id) -> None:
     s = c.split
     if s is not None and s.core_type != core_split.VECTOR:
         return
+    _drain_pipes(c, rt)
     parties = s.block.nvec if s is not None else max(1, int(getattr(c, "sub_blocks", 1) or 1))
     if parties == 1:
         return

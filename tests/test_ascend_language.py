@@ -128,7 +128,7 @@ def test_all_sub_vector_is_a_barrier_of_each_blocks_vector_sub_cores(only_block0
         sub_vector_exchange[(2,)](x, out, slots, got, ONLY_BLOCK0=only_block0)
         return got.tolist()
     for seed in range(3):
-        res = triton_dist.launch(body, world_size=1, schedule="pct", seed=seed, memory_model="coherent", timeout=60)
+        res = triton_dist.launch(body, world_size=1, schedule="pct", seed=seed, timeout=60)
         got = res.values[0]
         assert got[:2] == [2, 1], got          # block 0: each sub-core sees the other's write, in any order
         if not only_block0:
@@ -374,3 +374,26 @@ def test_parallel_enum_and_cast_kernels_are_accepted_by_the_real_compilers():
     assert out.accepted, out.report()
     out = _compile(saturating_cast, {"x": "*i32", "out": "*u8"}, {"N": 16})
     assert out.accepted, out.report()
+
+
+@triton.jit
+def neighbour_after_sync_all(slots, out, MODE: tl.constexpr):
+    pid = tl.program_id(0)
+    one = tl.arange(0, 1)
+    tl.store(slots + pid + one, tl.full((1,), 1, tl.int32) + pid)      # a tile store: a DMA (MTE3) in flight
+    al.sync_block_all(MODE, 0)
+    other = (pid + 1) % tl.num_programs(0)
+    tl.store(out + pid + one, tl.load(slots + other + one))
+
+
+@pytest.mark.parametrize("mode", ["all", "all_vector"])
+def test_sync_block_all_completes_the_stores_in_flight_first(mode):
+    """Each mode drains the core's pipes before the cross-core flags (PIPE_ALL: ascend_ir.cc:138-166,
+    HIVMDecomposeOp.cpp's pipe_barrier), so under the default (ascend) memory model a neighbour
+    reads the store made before the barrier."""
+    def body():
+        slots, out = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+        neighbour_after_sync_all[(4,)](slots, out, MODE=mode)
+        return out.tolist()
+    for seed in range(3):
+        assert triton_dist.launch(body, world_size=1, schedule="pct", seed=seed).values == [[2, 3, 4, 1]]
