@@ -314,3 +314,27 @@ def test_tl_gather_reads_inside_the_axis_only(index, ok):
     bad = [i for i in index if not 0 <= i < 8][0]
     line = gather_1d.fn.__code__.co_firstlineno + 4
     assert f"test_trust_round4_silent.py:{line} (gather_1d): tl.gather: index {bad} " in str(ei.value), str(ei.value)
+
+
+@triton.jit
+def insert_mismatched(x, out):
+    full = tl.zeros((4, 4), tl.float32)
+    sub = tl.load(x + tl.arange(0, 2)[None, :])             # a [1, 2] tile
+    res = al.insert_slice(full, sub, (0, 0), (2, 2), (1, 1))  # sizes say [2, 2]
+    tl.store(out + tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :], res)
+
+
+def test_insert_slice_of_a_tile_other_than_its_sizes_is_refused():
+    # numpy would broadcast the [1, 2] tile into both rows of the [2, 2] slice
+    with pytest.raises(triton_dist.RankError, match=r"insert_slice: the inserted tile is \[1, 2\], the sizes say "
+                                                    r"\[2, 2\]"):
+        _launch_slice(insert_mismatched, 16)
+
+
+def test_insert_slice_of_a_tile_other_than_its_sizes_is_refused_in_the_npu_trace():
+    # the adapter's verifier would refuse it ("expected type to be 'tensor<2x2xf32>' or a rank-reduced
+    # version. (size mismatch)"), which npu-compile reported as a gap between Triton releases
+    from triton.compiler.errors import CompilationError
+    from triton_dist.backend_ascend import frontend
+    with pytest.raises((TritonDistError, CompilationError), match=r"insert_slice: the inserted tile is \[1, 2\]"):
+        frontend.build_ttir(insert_mismatched, {"x": "*fp32", "out": "*fp32"}, {})

@@ -304,6 +304,14 @@ def insert_slice(ful, sub, offsets, sizes, strides, _semantic=None, _generator=N
                               f"({len(ful.shape)} and {len(sub.shape)})")
     raw = _raw(offsets)
     offsets, sizes, strides = _shape_args(ful, offsets, sizes, strides, "insert_slice")
+    sub_shape = [int(D.unwrap(d)) for d in sub.shape]
+    if sub_shape != sizes:      # MLIR's tensor.insert_slice verifier: "expected type to be 'tensor<2x2xf32>' or
+        # a rank-reduced version. (size mismatch)" (measured through triton-adapter-opt 3.2.0); numpy would broadcast
+        where = context.kernel_line(2)        # traced for a device: Triton's CompilationError shows the line
+        raise TritonDistError(f"{'' if where == '<host>' else where + ': '}insert_slice: the inserted tile is "
+                              f"{sub_shape}, the sizes say "
+                              f"{sizes}; they must be equal (the compiler's insert_slice verifier refuses them "
+                              f"otherwise: 'size mismatch').  Fix: sizes = the inserted tile's shape")
     if b is None:
         return _device().insert_slice(ful, sub, raw, sizes, strides, _semantic)
     return tl.tensor(b.create_insert_slice(ful.handle, sub.handle, offsets, sizes, strides),
