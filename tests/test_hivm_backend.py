@@ -143,3 +143,60 @@ def test_example_allgather_runs_compiled_on_two_ranks():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert triton_dist.launch(mod.main, world_size=2, backend="hivm", timeout=120).values == [True, True]
+
+
+@triton.jit
+def scale_shift(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    a = tl.load(x + offs, mask=m).to(tl.float32)
+    tl.store(y + offs, (a * 2.0 + 1.0).to(y.dtype.element_ty), mask=m)
+
+
+def _low_precision():
+    out = []
+    for dt in (torch.bfloat16, torch.float16):
+        x = torch.randn(40, generator=torch.Generator().manual_seed(1)).to(dt)
+        y = torch.zeros(40, dtype=dt)
+        scale_shift[(1,)](x, y, 40, BLOCK=64)
+        out.append(torch.equal(y, (x.float() * 2 + 1).to(dt)))
+    return out
+
+
+def test_half_and_bfloat16_loads_casts_and_stores_match_torch():
+    # bf16/f16 scalars reach the template calls in SSE registers (jit.ctype), casts round to nearest even
+    assert triton_dist.launch(_low_precision, world_size=1, backend="hivm").values == [[True, True]]
+
+
+@triton.jit
+def acc_rows(x, out, n, me, BLOCK: tl.constexpr):
+    # the reduction loop of triton_dist/kernels/collectives.py::_reduce_kernel, reduced
+    offs = tl.arange(0, BLOCK)
+    acc = tl.full((BLOCK,), 0.0, tl.float32)
+    for i in range(0, n):
+        if i == me:
+            acc += tl.load(x + i * BLOCK + offs).to(tl.float32)
+        else:
+            acc += tl.load(x + i * BLOCK + offs).to(tl.float32)
+    tl.store(out + offs, acc.to(out.dtype.element_ty))
+
+
+def _acc_rows():
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    out = torch.zeros(16, dtype=torch.bfloat16)
+    acc_rows[(1,)](x, out, 3, 0, BLOCK=16)
+    return out
+
+
+def test_compiler_finding_planmemory_gives_the_accumulator_the_else_branch_cast_buffer():
+    # bishengir-compile 1.2.0 places the loop-carried accumulator the else branch yields and that
+    # branch's bf16->f32 cast result at the same UB offset: a second else iteration in a row casts
+    # over the accumulator (docs/ascend.md, "Running the compiled kernel on the CPU").  The source
+    # sums the 3 rows; the compiled kernel returns 2 * row 2.
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    want = x.float().sum(0).to(torch.bfloat16)
+    sim, = triton_dist.launch(_acc_rows, world_size=1, backend="sim").values
+    torch.testing.assert_close(sim, want, rtol=1.6e-2, atol=1.6e-2)
+    compiled, = triton_dist.launch(_acc_rows, world_size=1, backend="hivm").values
+    assert torch.equal(compiled, (2 * x[2].float()).to(torch.bfloat16))
+    assert (compiled.float() - want.float()).abs().max() > 1.0

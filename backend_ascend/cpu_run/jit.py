@@ -98,10 +98,14 @@ CTYPES = {"ptr": ctypes.c_void_p, "i64": ctypes.c_int64, "i32": ctypes.c_int32, 
           "void": None}
 
 
+HALF_TYPES = ("half", "bfloat")
+
+
 def ctype(llvm_type: str):
-    """The ctypes type of an LLVM scalar type (half/bfloat travel as their bits in i16)."""
-    if llvm_type in ("half", "bfloat"):
-        return ctypes.c_uint16
+    """The ctypes type of an LLVM scalar type.  half and bfloat travel in an SSE register on x86-64
+    (the low 16 bits of xmm), where ctypes reads a c_float: `half_bits` gets their 16 bits back."""
+    if llvm_type in HALF_TYPES:
+        return ctypes.c_float
     if llvm_type not in CTYPES:
         raise TypeError(f"no ctypes type for LLVM type {llvm_type!r}")
     return CTYPES[llvm_type]
@@ -112,3 +116,9 @@ def descriptor(addr: int, rank: int):
     (MLIR's C interface: {T* allocated, T* aligned, i64 offset, i64 sizes[R], i64 strides[R]})."""
     p = (ctypes.c_int64 * (3 + 2 * rank)).from_address(addr)
     return p[1], p[2], tuple(p[3:3 + rank]), tuple(p[3 + rank:3 + 2 * rank])
+
+
+def half_bits(value: float) -> int:
+    """The low 16 bits of the float register a half/bfloat argument arrived in (see ctype)."""
+    import struct
+    return struct.unpack("<I", struct.pack("<f", value))[0] & 0xFFFF

@@ -165,8 +165,9 @@ def check_ub(v: View, what: str, space: str = "ub", vector: bool = True) -> None
     if lo < base or hi > base + size:
         raise DeviceFault(
             f"kernel {s.kernel}, block {s.block}: the compiled kernel's {what} uses {space.upper()} bytes "
-            f"{lo - base}..{hi - base}, beyond the {size // 1024} KiB the core has ({space.upper()} overflow); "
-            f"make the kernel's blocks smaller")
+            f"{lo - base}..{hi - base}, beyond the {size // 1024} KiB the core has ({space.upper()} overflow; "
+            f"view offset {v.offset}, sizes {list(v.sizes)}, strides {list(v.strides)}); make the kernel's blocks "
+            f"smaller")
     start = v.aligned + v.offset * v.itemsize - base
     align = s.sizes.get("ub_align", 32)
     if vector and space == "ub" and start % align:

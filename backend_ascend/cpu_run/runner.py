@@ -34,12 +34,18 @@ class Unsupported(TritonDistError):
     """The compiled module calls something the CPU run does not implement (named)."""
 
 
-def _guard(fn, restype):
+def _guard(fn, restype, params):
+    halves = [i for i, t in enumerate(params) if t in jit.HALF_TYPES]
+
     def cb(*args):
         s = M.state()
         if s.fault is not None:
             return None if restype is None else 0
         s.calls += 1
+        if halves:
+            args = list(args)
+            for i in halves:
+                args[i] = jit.half_bits(args[i])
         try:
             out = fn(*args)
         except BaseException as e:  # noqa: BLE001 - re-raised by the block once native code returns
@@ -90,7 +96,7 @@ class Native:
                 continue            # libc / libgcc (jit.py binds them)
             restype = jit.ctype(ret)
             proto = ctypes.CFUNCTYPE(restype, *[jit.ctype(t) for t in params])
-            cb = proto(_guard(fn, restype))
+            cb = proto(_guard(fn, restype, params))
             self._callbacks.append(cb)
             symbols[name] = ctypes.cast(cb, ctypes.c_void_p).value
         self.compiled = jit.compile_ir(built.ll, symbols, [built.kernel])
