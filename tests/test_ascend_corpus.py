@@ -29,11 +29,6 @@ SYNC_ALL_DMA = ("simulator: sync_block_all does not complete the cores' stores i
                 "the store pipe MTE3 too (inferred from the pipe's meaning, not verified on an NPU)")
 NPU_NON_POW2 = "npu-compile: non-power-of-two shapes are refused by the frontend (issue 31 item 3, not landed)"
 XFAIL = {
-    "test_simulator[sync_block_all_vector]": SYNC_ALL_DMA,
-    "test_simulator[sync_block_all_all]": SYNC_ALL_DMA,
-    "test_simulator[sync_block_all_sub_vector]": SYNC_ALL_DMA,
-    "test_npu_compile[arange3_rgb_to_gray]": NPU_NON_POW2 + ": tl.sum over a (32, 3) tile",
-    "test_npu_compile[block_326_row_scale]": NPU_NON_POW2 + ": tl.max over a block of 326",
     "test_npu_compile[parallel_loop_strided_copy]": "npu-compile: extension.parallel is not known to the frontend "
                                                     "('Unsupported function referenced: parallel'; issue 31 item 2)",
 }
