@@ -338,3 +338,31 @@ def test_insert_slice_of_a_tile_other_than_its_sizes_is_refused_in_the_npu_trace
     from triton_dist.backend_ascend import frontend
     with pytest.raises((TritonDistError, CompilationError), match=r"insert_slice: the inserted tile is \[1, 2\]"):
         frontend.build_ttir(insert_mismatched, {"x": "*fp32", "out": "*fp32"}, {})
+
+
+TOLERANCES = '''
+import os, pytest, torch, triton_dist
+
+def _skewed():
+    out = torch.arange(4, dtype=torch.float32)
+    if os.environ["TRITON_DIST_BACKEND"] == "simtwin":
+        out[3] = 3.25
+    return out
+
+@pytest.mark.compare_tolerance(rtol={"fp32": 0.1})
+def test_misspelt_dtype(backend):
+    triton_dist.launch(_skewed, world_size=1, backend=backend)
+
+@pytest.mark.compare_tolerance(rtl=0.1)
+def test_misspelt_argument(backend):
+    triton_dist.launch(_skewed, world_size=1, backend=backend)
+'''
+
+
+def test_compare_backends_refuses_a_tolerance_marker_it_would_ignore(pytester, simtwin):
+    pytester.makepyfile(test_tolerances=TOLERANCES)
+    r = pytester.runpytest_inprocess("--compare-backends", "sim,simtwin", "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=2)      # (a valid marker: tests/test_backend_variants.py's COMPARED)
+    r.stdout.fnmatch_lines_random([
+        "*compare_tolerance: rtol has the key 'fp32', which names no floating dtype*float32*",
+        "*compare_tolerance takes rtol= and atol= only*got rtl*"])

@@ -417,6 +417,7 @@ def _run_compared(item, pair) -> bool:
     """The test body on each backend of `pair` (fresh fixtures for the second), the values of
     its launches recorded; then launch i of one compared with launch i of the other."""
     from triton_dist import launcher, testing
+    tol = _compare_tolerance(item)          # before anything runs: a typo there would be ignored
     args = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
     runs = {}
     for i, name in enumerate(pair):
@@ -435,13 +436,28 @@ def _run_compared(item, pair) -> bool:
     if len(a) != len(b):
         raise testing.BackendsDisagree(f"backends {pair[0]!r} and {pair[1]!r} disagree: the test finished "
                                        f"{len(a)} launches on {pair[0]!r} and {len(b)} on {pair[1]!r}")
-    tol = item.get_closest_marker("compare_tolerance")
-    tol = dict(tol.kwargs) if tol is not None else {}
     for i, ((_, ra), (_, rb)) in enumerate(zip(a, b)):
         what = f" in launch {i + 1} of {len(a)} of the test" if len(a) > 1 else ""
         testing.check_values(ra.values, rb.values, pair, what=what, rtol=tol.get("rtol"), atol=tol.get("atol"))
     item._triton_dist_compared = len(a)
     return True
+
+
+def _compare_tolerance(item) -> dict:
+    """The test's compare_tolerance marker as {rtol, atol}: other arguments, keys that name no
+    floating dtype and negative tolerances refused (testing.check_tolerances)."""
+    from triton_dist import testing
+    from triton_dist.errors import TritonDistError
+    marker = item.get_closest_marker("compare_tolerance")
+    if marker is None:
+        return {}
+    tol = dict(marker.kwargs)
+    unknown = [repr(a) for a in marker.args] + sorted(set(tol) - {"rtol", "atol"})
+    if unknown:
+        raise TritonDistError(f"{item.nodeid}: compare_tolerance takes rtol= and atol= only (a number, or a dict "
+                              f"keyed by floating dtype), got {', '.join(unknown)}")
+    testing.check_tolerances(tol.get("rtol"), tol.get("atol"), f"{item.nodeid}: compare_tolerance")
+    return tol
 
 
 def _fresh_function_fixtures(item) -> dict:
