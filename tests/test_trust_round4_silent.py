@@ -366,3 +366,13 @@ def test_compare_backends_refuses_a_tolerance_marker_it_would_ignore(pytester, s
     r.stdout.fnmatch_lines_random([
         "*compare_tolerance: rtol has the key 'fp32', which names no floating dtype*float32*",
         "*compare_tolerance takes rtol= and atol= only*got rtl*"])
+
+
+def test_triton_dist_compare_refuses_a_negative_tolerance_before_running(simtwin, tmp_path, capsys):
+    from triton_dist.cli import main
+    script = tmp_path / "s.py"
+    script.write_text("raise SystemExit('the script must not run')\n")
+    with pytest.raises(SystemExit) as ei:
+        main(["compare", "-n", "1", "--backends", "sim,simtwin", "--rtol", "-0.1", str(script)])
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and "rtol must be a number >= 0, got -0.1" in err and "must not run" not in err, err
