@@ -376,3 +376,12 @@ def test_triton_dist_compare_refuses_a_negative_tolerance_before_running(simtwin
         main(["compare", "-n", "1", "--backends", "sim,simtwin", "--rtol", "-0.1", str(script)])
     err = capsys.readouterr().err
     assert ei.value.code == 2 and "rtol must be a number >= 0, got -0.1" in err and "must not run" not in err, err
+
+
+def test_pytest_refuses_an_out_of_range_sim_seed_at_the_start(pytester):
+    pytester.makepyfile(test_nothing="def test_x():\n    pass\n")
+    for argv in (["--sim-seed", "-1"], ["--sim-schedule", "pct", "--sim-seed", str((1 << 64) - 2), "--sim-seeds", "4"]):
+        r = pytester.runpytest_inprocess(*argv, "-p", "no:cacheprovider")
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, (argv, r.stdout.str())
+        assert "2**64-1" in r.stderr.str() + r.stdout.str()
+    assert pytester.runpytest_inprocess("--sim-seed", "5", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK

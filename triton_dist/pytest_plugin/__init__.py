@@ -253,6 +253,7 @@ def pytest_configure(config):
             _check_requested(list(pair), known)
     if config.getoption("--sim-seeds") < 1:
         raise pytest.UsageError("--sim-seeds must be at least 1")
+    _check_seeds(config)
     if config.getoption("--sim-seeds") > 1 and config.getoption("--sim-schedule") in (None, "free"):
         raise pytest.UsageError("--sim-seeds needs --sim-schedule random or pct")
     if config.getoption("--npu-compile"):
@@ -441,6 +442,20 @@ def _run_compared(item, pair) -> bool:
         testing.check_values(ra.values, rb.values, pair, what=what, rtol=tol.get("rtol"), atol=tol.get("atol"))
     item._triton_dist_compared = len(a)
     return True
+
+
+def _check_seeds(config) -> None:
+    """--sim-seed, and the last seed --sim-seeds reaches, in the range every schedule takes
+    (sim/schedulers seed_problem), refused at the start rather than in every test."""
+    first = config.getoption("--sim-seed")
+    if first is None:
+        return
+    from triton_dist.sim import schedulers
+    last = first + config.getoption("--sim-seeds") - 1
+    for option, seed in (("--sim-seed", first), ("--sim-seed + --sim-seeds - 1", last)):
+        why = schedulers.seed_problem(seed)
+        if why is not None:
+            raise pytest.UsageError(f"{option} {why}")
 
 
 def _compare_tolerance(item) -> dict:
