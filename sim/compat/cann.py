@@ -235,17 +235,22 @@ def multibuffer(src, size, _semantic=None):
     pass
 
 
-def parallel(arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None, bind_sub_block=False):
+class parallel:
     """triton-ascend's extension.parallel (aux_ops.py:81-94 at a84b1eb5: a tl.range with
     bind_sub_block): a range whose iterations the compiler may run in parallel, in order here (as
-    its interpreter does, ascend_interpreter.py _patch_lang_ascend).  Traced for the NPU,
-    backend_ascend/frontend.py makes it the tl.range loop it is (`__triton_ascend_parallel__`)."""
-    if arg2 is None:
-        arg1, arg2 = 0, arg1
-    return range(int(D.unwrap(arg1)), int(D.unwrap(arg2)), 1 if step is None else int(D.unwrap(step)))
+    its interpreter does, ascend_interpreter.py _patch_lang_ascend).  A class, as there: Triton's
+    cache key (jit.py DependenciesFinder) refuses a plain function a kernel refers to.  Traced for
+    the NPU, backend_ascend/frontend.py makes it the tl.range loop it is (`__triton_ascend_parallel__`)."""
+    __triton_ascend_parallel__ = True
 
+    def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None, bind_sub_block=False):
+        if arg2 is None:
+            arg1, arg2 = 0, arg1
+        self._range = range(int(D.unwrap(arg1)), int(D.unwrap(arg2)), 1 if step is None else int(D.unwrap(step)))
+        self.bind_sub_block = bool(D.unwrap(bind_sub_block))
 
-parallel.__triton_ascend_parallel__ = True
+    def __iter__(self):
+        return iter(self._range)
 
 
 # --- data ops: triton-ascend's signatures (vec_ops.py, mem_ops.py at a84b1eb5), results from
