@@ -316,6 +316,11 @@ def _grid_call(self, *args_dev, **kwargs):
             hook(*args_dev, **kwargs)
         # the launch's observers (e.g. the NPU compile check), before the language is patched for the run
         kernel_launches.launched(self.fn, inspect.getcallargs(self.fn, *args_dev, **kwargs), self.constexprs)
+        # Triton's code generator keys its static builtins (tl.static_assert, tl.static_print) by the
+        # functions it finds when first imported, and the launch's first mangle_type imports it (through
+        # gluon): imported under the patched language it would keep the interpreter's static_assert,
+        # and every later compile of this process (npu-compile, the launch check) would skip them
+        import triton.compiler.code_generator  # noqa: F401
         patch_scope = API.patch_lang(_patch_lang, _ALL_LANG)
         methods = _bind_interpreted_methods()
         _launches_running[0] += 1

@@ -417,3 +417,27 @@ def test_a_replay_line_carries_the_chosen_reference(monkeypatch):
     from triton_dist import launcher
     monkeypatch.setenv(REF, "matmul:2")
     assert f"{REF}=matmul:2 " in launcher.execution_env()
+
+
+def test_a_static_assert_still_refuses_a_config_after_a_simulator_launch_in_the_same_process(tmp_path):
+    """Triton's code generator keys tl.static_assert by identity when first imported; a launch imported it
+    while the language was patched for the interpreter, and every later compile of the process skipped
+    static_asserts (the config above compiled).  A fresh process: the first import is the launch's."""
+    import subprocess
+    import sys
+    script = tmp_path / "run.py"
+    script.write_text(f"""
+import sys, torch, triton
+sys.path.insert(0, {os.path.dirname(HERE)!r})
+import test_autotune as T
+x = torch.zeros(32)
+T.scale.fn[(2,)](x, torch.zeros(32), 32, BLOCK=16)
+from triton_dist.backend_ascend.frontend import build_ttir
+try:
+    build_ttir(T.add_asserted.fn, {{"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}}, {{"BLOCK": 2048}})
+    print("COMPILED")
+except triton_dist.TritonDistError as e:
+    print("REFUSED", e)
+""".replace("import test_autotune as T", "import triton_dist\nimport test_autotune as T"))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert "REFUSED" in run.stdout and "static_assert" in run.stdout, run.stdout + run.stderr
