@@ -22,15 +22,7 @@ BY_NAME = {c.name: c for c in CASES}
 
 # Test ids that fail today because a feature the kernel uses is not there yet (issue 31 items
 # 1-3, built by others now).  strict: when the feature lands, the XPASS fails here; remove the line.
-SYNC_ALL_DMA = ("simulator: sync_block_all does not complete the cores' stores in flight (sim/dma.py) under the "
-                "default ascend memory model, so a core reads another's slot before that store lands (passes under "
-                "memory_model='coherent'); triton-ascend gives every mode's vector side PIPE_ALL "
-                "(third_party/ascend/ascend_ir.cc:138-166, GetSyncBlockModeAndPipes, at a84b1eb5), which waits for "
-                "the store pipe MTE3 too (inferred from the pipe's meaning, not verified on an NPU)")
-NPU_NON_POW2 = "npu-compile: non-power-of-two shapes are refused by the frontend (issue 31 item 3, not landed)"
 XFAIL = {
-    "test_npu_compile[parallel_loop_strided_copy]": "npu-compile: extension.parallel is not known to the frontend "
-                                                    "('Unsupported function referenced: parallel'; issue 31 item 2)",
 }
 
 
