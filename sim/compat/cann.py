@@ -12,14 +12,17 @@ What each builtin means on an Atlas A2 and how the simulator models it:
   instances per block, sub_vec_id 0 and 1 (sim/runtime.py); a kernel without tl.dot runs
   one instance per block (one vector core) and sub_vec_id() is 0 (inferred, not verified).
 - sub_vec_num(): 2 (vector cores per AI core on A2/A3).
-- sync_block_all(mode, event_id): a barrier of the launch's cores ("all", "all_vector",
-  "all_cube": the simulator's cores are all of them); "all_sub_vector" is not modelled.
+- sync_block_all(mode, event_id): the core's pipes drained, then a barrier: of the launch's
+  cores ("all"), their cube or vector instances ("all_cube", "all_vector"; in a kernel not split
+  into cube and vector instances, all of them), or each block's vector sub-cores
+  ("all_sub_vector"); sim/cann_device.py cites what each mode is.
 - sync_block_set / sync_block_wait: cube<->vector flags, counted; a kernel naming them runs
   each block as concurrent cube and vector instances (sim/core_split.py, sim/cann_device.py);
 - scope(core_mode=...): the ops inside belong to that core (sim/core_split.py).
 - debug_barrier, compile_hint, multibuffer: ordering inside one vector function and compiler
   hints: nothing to do in an interpreter (program order already holds).
-- parallel: a range.  cast, atan2, isfinited, finitef: through triton.language / numpy.
+- parallel: a range (traced for the NPU: a tl.range loop).  cast: overflow_mode as triton-ascend
+  has it (sim/compat/ascend_cast.py).  atan2, isfinited, finitef: through numpy.
 - the data ops extract_slice, insert_slice, get_element, sort, flip, gather_out_to_ub,
   scatter_ub_to_out, index_put, index_select_simd: triton-ascend's signatures and argument
   checks (its vec_ops.py / mem_ops.py at triton-lang/triton-ascend a84b1eb5), calling the
