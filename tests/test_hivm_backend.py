@@ -200,3 +200,41 @@ def test_compiler_finding_planmemory_gives_the_accumulator_the_else_branch_cast_
     compiled, = triton_dist.launch(_acc_rows, world_size=1, backend="hivm").values
     assert torch.equal(compiled, (2 * x[2].float()).to(torch.bfloat16))
     assert (compiled.float() - want.float()).abs().max() > 1.0
+
+
+def test_the_backend_fixture_takes_hivm_only_where_asked_for():
+    import triton_dist_pytest as plugin
+    assert plugin._by_default("sim") is True
+    assert plugin._by_default("hivm") is False
+
+
+COMPARED = '''
+import torch, triton, triton.language as tl, triton_dist
+from test_hivm_backend import masked_add, _acc_rows
+
+def _add():
+    x, y = torch.arange(100.0), torch.ones(100)
+    out = torch.zeros(100)
+    masked_add[(2,)](x, y, out, 100, BLOCK=64)
+    return out
+
+def test_agrees(backend):
+    triton_dist.launch(_add, world_size=1, backend=backend)
+
+def test_compiler_finding_disagrees(backend):
+    triton_dist.launch(_acc_rows, world_size=1, backend=backend)
+'''
+
+
+def test_compare_backends_sim_hivm_passes_agreement_and_fails_the_finding(tmp_path):
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "test_compared.py").write_text(COMPARED)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--compare-backends",
+                           "sim,hivm", str(tmp_path / "test_compared.py")], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert "1 failed, 1 passed" in out, out[-3000:]
+    assert "test_compiler_finding_disagrees" in out and "disagree" in out, out[-3000:]

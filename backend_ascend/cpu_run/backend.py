@@ -33,6 +33,9 @@ STAGES: dict = {}              # kernel name -> the stage it ran at, in this pro
 class HivmBackend(SimBackend):
     name = "hivm"
     auto_priority = None       # never chosen by `auto`: asked for by name
+    # pytest's `backend` fixture takes it only where asked for (--backend sim,hivm): the default
+    # suite asserts what the simulator does, and kernels the 3.2.0 compilers refuse cannot run here
+    tested_by_default = False
     rank_modules = SimBackend.rank_modules + ("llvmlite.binding", "triton_dist.backend_ascend.cpu_run.runner",
                                               "triton_dist.backend_ascend.pipeline")
 
