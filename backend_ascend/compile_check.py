@@ -42,6 +42,7 @@ class NpuCompileError(TritonDistError):
 class NpuCompileCheckError(TritonDistError):
     """The check could not run (a wrong TRITON_DIST_NPU_COMPILE_TARGET, a fault of the checker): the
     launch fails saying so, since a check that did not run must not pass."""
+    refusal = False     # not a config the compilers refuse: the simulator's autotuner stops at it (sim/autotune.py)
 
 
 _cache_warned: set = set()     # cache roots this process said it compiles without

@@ -306,8 +306,8 @@ def _tune(tuner, kernel, args, kwargs):
         try:
             results.append((config, _run_one(tuner, args, kwargs, config, label, hooks=True)))
         except Exception as e:
-            if getattr(e, "launch_check", None) is None:
-                raise
+            if getattr(e, "launch_check", None) is None or getattr(e, "refusal", True) is False:
+                raise                 # a kernel error, or a launch check that could not run: not a refusal
             refused.append(e)         # the npu-compile check: go on, so that every refused config is named
     if refused:
         first = refused[0]

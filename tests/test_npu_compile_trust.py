@@ -460,3 +460,32 @@ def test_a_tool_that_fails_without_a_word_is_exit_2_not_a_refusal(broken, monkey
 def test_an_option_value_bishengir_cannot_take_is_exit_2(capsys):
     rc, out, err = _cli(capsys, *ADD, "-c", "BLOCK=64", "--option", "multibuffer=abc")
     assert rc == 2 and "command line was refused" in err and "refuses kernel" not in out, out + err
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+@triton.jit
+def add_one_tuned(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1, mask=m)
+
+
+def _launch_tuned():
+    import torch
+    x = torch.zeros(256)
+    add_one_tuned[lambda meta: (triton.cdiv(256, meta["BLOCK"]),)](x, 256)
+    return float(x.sum())
+
+
+@needs_tools
+def test_an_autotuned_launch_whose_check_could_not_run_says_so_not_that_configs_are_refused(tmp_path, monkeypatch):
+    import triton_dist
+    from triton_dist.errors import RankError
+    for var in ("TRITON_DIST_LAUNCH_CHECKS", compile_check.SOURCES_ENV, compile_check.LOG_ENV):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TRITON_DIST_NPU_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv(compile_check.TARGET_ENV, "ascend910b4")
+    with pytest.raises(RankError) as e:
+        triton_dist.launch(_launch_tuned, world_size=1, npu_compile=True)
+    assert e.value.exc_type == "NpuCompileCheckError", e.value.message
+    assert "could not run" in e.value.message and "refuses" not in e.value.message, e.value.message
