@@ -258,9 +258,8 @@ def _install_parallel_loops():
     (python/triton/compiler/code_generator.py:1192-1267 at triton-lang/triton-ascend a84b1eb5).
     Stock Triton's visit_For takes only `range`, tl.range and tl.static_range (by identity): in an
     Ascend trace a loop over an iterator marked `__triton_ascend_parallel__` (sim/compat/cann.py's
-    parallel) is visited as the same loop over tl.range, bind_sub_block dropped.  The
-    hivm.parallel_loop attribute is not set (the for op is made inside stock visit_For): a
-    difference listed in docs/ascend.md."""
+    parallel) is visited as the same loop over tl.range (bind_sub_block is not an attribute of the
+    loop there either), and its scf.for gets hivm.parallel_loop."""
     import ast
 
     from triton.compiler import code_generator as cg
@@ -281,12 +280,38 @@ def _install_parallel_loops():
                            orelse=node.orelse, type_comment=None)
             node = ast.fix_missing_locations(ast.copy_location(node, it))
             try:
-                return stock(self, node)
+                with _marking_the_loop_of(node, type(self.builder)):
+                    return stock(self, node)
             finally:
                 self.lscope.pop(hidden, None)
         return stock(self, node)
     visit_For._td_parallel = True
     G.visit_For = visit_For
+
+
+class _marking_the_loop_of:
+    """While stock visit_For visits `node`: the scf.for it makes for that node (create_for_op called
+    from the frame visiting it, not a nested loop's) gets the unit attribute hivm.parallel_loop."""
+
+    def __init__(self, node, builder_cls):
+        self.node, self.cls = node, builder_cls
+
+    def __enter__(self):
+        import sys
+        stock = self.stock = self.cls.create_for_op
+        node = self.node
+
+        def create_for_op(builder, *args):
+            op = stock(builder, *args)
+            if sys._getframe(1).f_locals.get("node") is node:
+                op.set_attr("hivm.parallel_loop", builder.get_unit_attr())
+            return op
+        self.cls.create_for_op = create_for_op
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.create_for_op = self.stock
+        return False
 
 
 def _root_message(e):
