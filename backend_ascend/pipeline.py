@@ -118,8 +118,27 @@ def known_targets(compiler: str) -> tuple:
     return tuple(targets)
 
 
+def targets_of(text) -> list:
+    """A --target value or TRITON_DIST_NPU_COMPILE_TARGET as a list: one target, or a comma list of them
+    (compiled one after the other), empty parts and repeats dropped."""
+    out = [t.strip() for t in str(text or "").split(",") if t.strip()]
+    return list(dict.fromkeys(out)) or [DEFAULT_TARGET]
+
+
+def _compiler_says(compiler: str, target) -> str:
+    """bishengir-compile's own complaint about --target=<target> (its command-line parser's line)."""
+    try:
+        proc = subprocess.run([compiler, f"--target={target}", "--version"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return next((line.strip() for line in (proc.stderr + proc.stdout).splitlines()
+                 if "--target option" in line), "")
+
+
 def check_target(target, tools) -> None:
-    """A target bishengir-compile does not know is the caller's mistake, never the kernel's refusal."""
+    """A target bishengir-compile does not know is the caller's mistake, never the kernel's refusal (exit 2,
+    nothing compiled or cached): the message is the compiler's own line, then the targets it takes."""
     import difflib
     if target == DEFAULT_TARGET:        # in every bishengir-compile's list (1.2.0's --help; CANN's): no --help run
         return
@@ -129,8 +148,11 @@ def check_target(target, tools) -> None:
     close = difflib.get_close_matches(target, known, n=3, cutoff=0.6)
     close += [t for t in known if t.lower() == str(target).lower() and t not in close]
     hint = f" (did you mean {' or '.join(dict.fromkeys(close))}?)" if close else ""
-    raise UsageError(f"unknown NPU target {target!r}{hint}; {tools.compiler} takes --target "
-                     f"{', '.join(known)} (default {DEFAULT_TARGET}); give one of these with --target or "
+    says = _compiler_says(tools.compiler, target)
+    raise UsageError(f"unknown NPU target {target!r}{hint}: " + (f"{says}; " if says else "") +
+                     f"{tools.compiler} takes --target {', '.join(known)} (default {DEFAULT_TARGET}; "
+                     f"`triton-dist npu-compile --target list` shows each with its Unified Buffer); give one "
+                     f"of these (or a comma list) with --target, pytest --npu-compile-targets or "
                      f"TRITON_DIST_NPU_COMPILE_TARGET")
 
 
@@ -271,8 +293,7 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
         with open(src, "w") as f:
             f.write(carried)
         adapted = os.path.join(work, "kernel.ttadapter-out.mlir")
-        proc = subprocess.run([tools.adapter, src, *ADAPTER_PASSES, "-o", adapted], capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
+        proc = _run("triton-adapter-opt", [tools.adapter, src, *ADAPTER_PASSES, "-o", adapted])
         seconds["ttadapter"] = round(time.monotonic() - t0, 3)
         _write(keep, "ttadapter.log", proc.stderr)
         # an extension op this adapter does not take: no verdict (its converter may report the op
@@ -299,7 +320,7 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
             f.write(linalg)
         out = os.path.join(work, "kernel")
         cmd = [tools.compiler, inp, *compiler_flags(target, options), "-o", out, f"--mlir-print-ir-after={STOP_PASS}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=work)
+        proc = _run("bishengir-compile", cmd, cwd=work, env=compiler_env(tools))
         seconds["bishengir-compile"] = round(time.monotonic() - t1, 3)
         _write(keep, "bishengir-compile.log", proc.stderr)
         _write(keep, "bishengir-compile.cmd", " ".join(cmd) + "\n")
@@ -307,6 +328,7 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
         if final is not None:
             _write(keep, f"kernel.{STOP_PASS}.mlir", final)
         _silent_failure("bishengir-compile", tools.compiler, proc)
+        _helper_missing(proc.stderr, target, tools)
         errors = _error_lines(proc.stderr)
         errors = [e for e in errors if "Failed to run BiShengHIR pipeline" not in e or len(errors) == 1]
         cmdline = [line.strip() for line in proc.stderr.splitlines() if _CMDLINE_ERROR.search(line)]
@@ -327,6 +349,41 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
         return dict(status="accepted", stage=stage, failed_at="", errors=[], calls=calls, seconds=seconds)
 
 
+def _run(tool, cmd, cwd=None, env=None):
+    """Run a compiler; one that cannot be started or does not finish gave no verdict (exit 2, one line)."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd, env=env)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{tool} did not finish within {TIMEOUT_S} s: no verdict on the kernel (a machine too "
+                         f"loaded, or the tool hangs); the command: {' '.join(cmd)}") from None
+    except OSError as e:
+        raise UsageError(f"{tool} ({cmd[0]}) cannot be run: {e.strerror or e}; not a verdict on the kernel; check "
+                         f"the tool (`python -m triton_dist.backend_ascend.toolchain find`)") from None
+
+
+def compiler_env(tools):
+    """bishengir-compile's environment: its own directory first on PATH.  For an Ascend950 (A5) target
+    bishengir-compile 1.2.0 runs `bishengir-compile-a5`, looked up on $PATH only (measured: ascendnpu-ir
+    1.2.0 ships it beside bishengir-compile, whose directory is not on PATH: "[ERROR] Cannot find
+    bishengir-compile-a5 under $PATH", which was reported as the kernel's refusal)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([os.path.dirname(tools.compiler), env.get("PATH", "")])
+    return env
+
+
+_HELPER_MISSING = re.compile(r"Cannot find ([\w.+-]+) under \$PATH")
+
+
+def _helper_missing(stderr: str, target, tools) -> None:
+    """A helper executable bishengir-compile needs for this target is not here (hivmc, the device code
+    generator, is the expected end on a CPU): no verdict on the kernel."""
+    for m in _HELPER_MISSING.finditer(stderr):
+        if not m.group(1).startswith("hivmc"):
+            raise ToolsMissing(f"bishengir-compile ({tools.compiler}) needs {m.group(1)} for --target {target} and "
+                               f"cannot find it on PATH (nor beside itself): no verdict on the kernel; install the "
+                               f"bishengir-compile that ships it (ascendnpu-ir, CANN) or compile for another target")
+
+
 def _silent_failure(tool, path, proc):
     """A tool that failed without a word (not a crash) gave no verdict: it is not working here."""
     if proc.returncode > 0 and proc.returncode < 128 and not proc.stderr.strip() and not proc.stdout.strip():
@@ -336,7 +393,7 @@ def _silent_failure(tool, path, proc):
 
 def _parse_errors(tools, src) -> list:
     """The adapter's errors on reading `src` with no pass at all (empty: it parses and verifies)."""
-    proc = subprocess.run([tools.adapter, src, "-o", os.devnull], capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = _run("triton-adapter-opt", [tools.adapter, src, "-o", os.devnull])
     if proc.returncode == 0:
         return []
     _silent_failure("triton-adapter-opt", tools.adapter, proc)

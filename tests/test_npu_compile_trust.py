@@ -489,3 +489,16 @@ def test_an_autotuned_launch_whose_check_could_not_run_says_so_not_that_configs_
         triton_dist.launch(_launch_tuned, world_size=1, npu_compile=True)
     assert e.value.exc_type == "NpuCompileCheckError", e.value.message
     assert "could not run" in e.value.message and "refuses" not in e.value.message, e.value.message
+
+
+@pytest.mark.parametrize("broken", ["adapter", "compiler"])
+def test_a_tool_that_cannot_be_started_is_exit_2_with_one_line(broken, tmp_path, monkeypatch, capsys):
+    if TOOLS.missing:
+        pytest.skip("; ".join(TOOLS.missing))
+    junk = tmp_path / "not-a-binary"
+    junk.write_bytes(b"\x00\x01junk")
+    junk.chmod(0o755)                   # executable, but no format the kernel can start: Exec format error
+    env = toolchain.ADAPTER_ENV if broken == "adapter" else toolchain.COMPILER_ENV
+    monkeypatch.setenv(env, str(junk))
+    rc, out, err = _cli(capsys, *ADD, "-c", "BLOCK=64")
+    assert rc == 2 and "cannot be run" in err and len(err.splitlines()) == 1, out + err
