@@ -151,6 +151,24 @@ def handler(name: str, params: list):
     m = re.fullmatch(r"store_ubuf_to_gm_(\d)d_" + _T, name)
     if m:
         return _store(name, int(m[1]), DTYPES[m[2]])
+    m = re.fullmatch(r"set_l1_2d_" + _T, name)
+    if m:       # DMA/SET2D.h:63-77: set_l1_2d_<T>(T scalar, memref_t<__cbuf__ T, 1>* dst): dst filled with scalar
+        dt = DTYPES[m[1]]
+
+        def set_l1(value, dst):
+            v = M.view(dst, 1, storage(dt).itemsize)
+            M.check_ub(v, f"{name} destination", "cbuf", vector=False)
+            v.array(storage(dt))[...] = _scalar(value, dt)
+        return set_l1
+    m = re.fullmatch(r"nd2nz_" + _T, name)
+    if m:
+        return _nd2nz(name, DTYPES[m[1]])
+    m = re.fullmatch(r"mma_tile_" + _T + "_to_" + _T, name)
+    if m:
+        return _mma(name, DTYPES[m[1]], DTYPES[m[2]])
+    m = re.fullmatch(r"fixpipe_nz2nd_" + _T + "_to_" + _T + r"_4d_to_2d", name)
+    if m:
+        return _fixpipe(name, DTYPES[m[1]], DTYPES[m[2]])
     m = re.fullmatch(r"copy_(ubuf|cbuf)_to_(ubuf|cbuf)_(\d)d_" + _T, name)
     if m:
         # DMAUtils.h:1220-1228: copy_<src scope>_to_<dst scope>_<R>d_<T>(src*, dst*).  bishengir-compile 1.2.0's
@@ -284,4 +302,67 @@ def _cast(name, src_t, dst_t, rank, nparams):
             d[...] = x.astype(out)           # integer narrowing wraps (with_overflow), inferred
         else:
             d[...] = x.astype(out)           # numpy rounds to nearest even, the R mode
+    return _with_errstate(run)
+
+
+# --- the cube path: NZ-fractal buffers ---------------------------------------------------------------
+# An on-chip matrix of M x N elements in the NZ layout is a 4-D memref <N1 x M1 x M0 x N0> (the
+# module's own types: a 16x16 fp32 tile in L1 is memref<2x1x16x8xf32, cbuf>, C0 = 32 bytes / 4, and
+# in L0C memref<1x1x16x16xf32, cc>): element (i, j) at [j // N0, i // M0, i % M0, j % N0].  The layout
+# is read from those types; its use by the three templates below (nd2nz: DMA/ND2NZ.h:60-69,
+# mma_tile: Cube/LocalMmad/LocalMmadUtils.h:95-114, fixpipe_nz2nd) is inferred from their names and
+# parameters, and checked only against numpy's matmul on whole kernels (tests/test_hivm_backend.py).
+
+def _nz_view(ptr, dt, what, space):
+    v = M.view(ptr, 4, storage(dt).itemsize)
+    M.check_ub(v, what, space, vector=False)
+    return v.array(storage(dt))
+
+
+def nz_to_2d(a):
+    n1, m1, m0, n0 = a.shape
+    return a.transpose(1, 2, 0, 3).reshape(m1 * m0, n1 * n0)
+
+
+def write_nz(a, full):
+    n1, m1, m0, n0 = a.shape
+    a[...] = full.reshape(m1, m0, n1, n0).transpose(2, 0, 1, 3)
+
+
+def _math(x, dt):
+    return bf16_to_f32(x) if dt is BF16 else x
+
+
+def _nd2nz(name, dt):
+    def run(src, dst):
+        c = Call(name, 2, dt)
+        g = c.gm(src, "read").array(c.dtype)
+        d = _nz_view(dst, dt, f"{name} destination", "cbuf")
+        # only the source's rows and columns are written: the rest keeps what set_l1_2d_<T> put there
+        # (a masked load's `other`), inferred from the module calling set_l1 first
+        full = nz_to_2d(d).copy()
+        full[:g.shape[0], :g.shape[1]] = g
+        write_nz(d, full)
+    return run
+
+
+def _mma(name, src_t, dst_t):
+    def run(a, b, init, m, k, n, dst, *_events):
+        a2 = _math(nz_to_2d(_nz_view(a, src_t, f"{name} A", "cbuf")), src_t)
+        b2 = _math(nz_to_2d(_nz_view(b, src_t, f"{name} B", "cbuf")), src_t)
+        d = _nz_view(dst, dst_t, f"{name} C", "cc")
+        c2 = nz_to_2d(d).copy()
+        prod = a2[:m, :k].astype(np.float64) @ b2[:k, :n].astype(np.float64)
+        c2[:m, :n] = prod if init else c2[:m, :n] + prod
+        write_nz(d, c2.astype(storage(dst_t)))
+    return _with_errstate(run)
+
+
+def _fixpipe(name, src_t, dst_t):
+    def run(src, dst, *_params):
+        s = nz_to_2d(_nz_view(src, src_t, f"{name} source", "cc"))
+        c = Call(name, 2, dst_t)
+        g = c.gm(dst, "write").array(c.dtype)
+        part = s[:g.shape[0], :g.shape[1]]
+        g[...] = f32_to_bf16(part) if dst_t is BF16 else part.astype(c.dtype)
     return _with_errstate(run)
