@@ -63,6 +63,14 @@ def check_element(op, shape, index) -> None:
                 f"0..{dim - 1}{back}")
 
 
+def check_inserted(shape, sizes) -> None:
+    if list(shape) != [int(n) for n in sizes]:
+        raise TritonDistError(f"{context.kernel_line()}: insert_slice: the inserted tile is {list(shape)}, the sizes "
+                              f"say {[int(n) for n in sizes]}; they must be equal (MLIR's insert_slice verifier refuses "
+                              f"them otherwise: 'size mismatch'; numpy would broadcast).  Fix: sizes = the inserted "
+                              f"tile's shape")
+
+
 def index(offsets, sizes, strides):
     """The numpy index of a slice: element i of dimension d is offsets[d] + i * strides[d] (a
     stride of 0, which triton-ascend allows, repeats one element; a numpy slice cannot say it)."""
@@ -84,11 +92,7 @@ def create_insert_slice(self, full_tensor, sub_tensor, offsets, sizes, strides):
     out = np.array(full_tensor.data, copy=True)
     offsets, sub = [_int(o) for o in offsets], np.asarray(sub_tensor.data)
     check_slice("insert_slice", out.shape, offsets, sizes, strides, INSERT_UNDEFINED)
-    if list(sub.shape) != [int(n) for n in sizes]:
-        raise TritonDistError(f"{context.kernel_line()}: insert_slice: the inserted tile is {list(sub.shape)}, the "
-                              f"sizes say {[int(n) for n in sizes]}; they must be equal (MLIR's insert_slice verifier "
-                              f"refuses them otherwise, and numpy would broadcast).  Fix: sizes = the inserted tile's "
-                              f"shape")
+    check_inserted(sub.shape, sizes)
     out[index(offsets, sizes, strides)] = sub
     return TensorHandle(out, full_tensor.dtype.scalar)
 
@@ -128,3 +132,35 @@ def install(builder_class) -> None:
     have = getattr(builder_class, "create_gather", None)
     if have is not None and not getattr(have, "_td_checked", False):
         builder_class.create_gather = _checked_gather(have)
+
+
+# --- triton-ascend's main line: its interpreter builder's own slices and element reads (numpy, as
+# above) are kept, with the same bounds checked before them (sim/tritonapi/ascend.py) ---------------
+
+def _checked_own(name, orig):
+    def checked(self, *args):
+        if name == "create_extract_scalar":
+            tensor, indices = args
+            check_element("get_element", np.asarray(tensor.data).shape, [_int(i) for i in indices])
+        elif name == "create_extract_slice":
+            tensor, offsets, sizes, strides = args
+            check_slice("extract_slice", np.asarray(tensor.data).shape, [_int(o) for o in offsets], sizes, strides)
+        else:
+            full, sub, offsets, sizes, strides = args
+            check_slice("insert_slice", np.asarray(full.data).shape, [_int(o) for o in offsets], sizes, strides,
+                        INSERT_UNDEFINED)
+            check_inserted(np.asarray(sub.data).shape, sizes)
+        return orig(self, *args)
+    checked.__wrapped__ = orig
+    checked._td_checked = True
+    checked.__name__ = name
+    return checked
+
+
+def check_own(builder_class) -> None:
+    """Bounds-check the builder's own create_extract_scalar / create_extract_slice /
+    create_insert_slice (idempotent)."""
+    for name in ("create_extract_scalar", "create_extract_slice", "create_insert_slice"):
+        have = getattr(builder_class, name, None)
+        if have is not None and not getattr(have, "_td_checked", False):
+            setattr(builder_class, name, _checked_own(name, have))

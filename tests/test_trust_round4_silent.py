@@ -165,10 +165,15 @@ def _launch_slice(kernel, n_out, **meta):
 
 
 X = np.arange(16, dtype=np.float32)
+# the simulator's extension (stock triton), or triton-ascend's own (its main line: the test double
+# of scripts/triton_ascend_double.sh, whose interpreter and frontend serve the value ops)
+OURS = getattr(sys.modules["triton.language.extra.cann"], "__triton_dist_sim__", False)
 
 
 @pytest.mark.parametrize("off,size,stride", [(4, 4, 1), (0, 8, 1), (1, 4, 2), (3, 4, 0), (7, 1, 1)])
 def test_an_in_bounds_slice_is_numpy_s(off, size, stride):
+    if stride == 0 and not OURS:
+        pytest.skip("triton-ascend's own interpreter slices with a numpy slice, which cannot take a step of 0")
     got = _launch_slice(slice_1d, size, OFF=off, SIZE=size, STRIDE=stride)
     np.testing.assert_array_equal(got, X[:8][off + np.arange(size) * stride])
 
@@ -225,6 +230,12 @@ def method_out_of_bounds(x, out):
     tl.store(out, v.get_element((-1,)))
 
 
+MEMBERS_ATTACHED = pytest.mark.skipif(not OURS and not hasattr(tl.tensor, "get_element"), reason=(
+    "triton-ascend's own extension serves here and does not attach the methods (the test double "
+    "leaves _tensor_member_fn out; triton-ascend itself attaches them)"))
+
+
+@MEMBERS_ATTACHED
 def test_extension_ops_as_tensor_methods_on_the_simulator():
     x = np.arange(8, dtype=np.float32) - 3
     y = np.array([1, 2, 0, -1, 0.5, 0, 3, 4], np.float32)
@@ -249,6 +260,7 @@ def test_extension_ops_as_tensor_methods_on_the_simulator():
                            backend="sim")
 
 
+@MEMBERS_ATTACHED
 def test_every_member_triton_ascend_attaches_is_a_tensor_method():
     from triton_dist.sim.compat import cann
     # triton-ascend a84b1eb5's @_tensor_member_fn functions of the extension (vec_ops, mem_ops,
@@ -269,6 +281,7 @@ def slice_methods(x, y, out):
     tl.store(out + 8 + tl.arange(0, 8), v.insert_slice(w.extract_slice((0,), (2,), (1,)), (6,), (2,), (1,)))
 
 
+@MEMBERS_ATTACHED
 def test_tensor_methods_trace_for_the_npu(tmp_path):
     from triton_dist.backend_ascend import cache, pipeline, toolchain
     tools = toolchain.find()
@@ -285,6 +298,7 @@ def atan2_kernel(x, out):
     tl.store(out + tl.arange(0, 8), al.atan2(v, v + 1))
 
 
+@pytest.mark.skipif(not OURS, reason="triton-ascend's own extension traces here")
 def test_a_values_only_op_traced_for_the_npu_says_so():
     from triton_dist.backend_ascend import frontend
     with pytest.raises(TritonDistError, match=r"extension\.atan2 has no device lowering in triton_dist"):
@@ -331,6 +345,7 @@ def test_insert_slice_of_a_tile_other_than_its_sizes_is_refused():
         _launch_slice(insert_mismatched, 16)
 
 
+@pytest.mark.skipif(not OURS, reason="triton-ascend's own extension traces here")
 def test_insert_slice_of_a_tile_other_than_its_sizes_is_refused_in_the_npu_trace():
     # the adapter's verifier would refuse it ("expected type to be 'tensor<2x2xf32>' or a rank-reduced
     # version. (size mismatch)"), which npu-compile reported as a gap between Triton releases

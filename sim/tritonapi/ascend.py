@@ -55,6 +55,8 @@ class AscendMain(Generation35):
         from .. import cann_device
         for name in cann_device.ROUTED:
             setattr(builder_class, name, getattr(cann_device, name))
+        from .. import tile_slices           # its own slices and element reads, with their bounds checked first
+        tile_slices.check_own(builder_class)
         # triton-ascend's frontend checks the power-of-two rule in SIMT mode only
         # (python/triton/language/semantic.py:634-638, _utils.py:53-55 commented out, at a84b1eb5):
         # ascend_shapes.install() finds nothing to do there; on a frontend that still has stock
