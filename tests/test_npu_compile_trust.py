@@ -255,10 +255,11 @@ def test_ttir_the_320_adapter_cannot_parse_is_cannot_lower_never_refused(name, m
 
 
 @needs_tools
-def test_on_stock_triton_39_the_kernels_compile_end_to_end():
-    py = os.path.join(ROOT, ".venv-triton-3.9.0", "bin", "python")
+@pytest.mark.parametrize("version", ["3.8.0", "3.9.0"])
+def test_on_stock_triton_38_and_39_the_kernels_compile_end_to_end(version):
+    py = os.path.join(ROOT, f".venv-triton-{version}", "bin", "python")
     if not os.path.exists(py):
-        pytest.skip("no .venv-triton-3.9.0 (bash scripts/triton_venv.sh 3.9.0 makes it)")
+        pytest.skip(f"no .venv-triton-{version} (bash scripts/triton_venv.sh {version} makes it)")
     script = ("import sys; from triton_dist.cli import main; rc = [main(['npu-compile', f'{sys.argv[1]}::' + a, '-s', s,"
               " '-c', c]) for a, s, c in [('cached_load', 'x_ptr=*fp32,n=i32', 'BLOCK=64'),"
               " ('bf16_to_fp16', 'x_ptr=*bf16,y_ptr=*fp16', 'BLOCK=64'),"
