@@ -68,6 +68,8 @@ def _value_key(v):
         return repr(inner)
     if isinstance(inner, tuple) and all(isinstance(x, _SCALARS) for x in inner):
         return repr(inner)
+    if (type(inner).__module__ or "").startswith("triton.language"):      # a global dtype (DTYPE = tl.float16)
+        return f"{type(inner).__name__}:{inner!r}"
     return None
 
 

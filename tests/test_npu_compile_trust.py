@@ -149,13 +149,24 @@ def test_the_cache_key_holds_the_triton_the_target_and_the_options(monkeypatch):
     assert key() != base, "a verdict made from one Triton's TTIR would be served for another's"
 
 
-def test_the_source_key_follows_constexpr_functions_and_called_helpers(monkeypatch):
+OUT_DTYPE = tl.float16
+
+
+@triton.jit
+def cast_to_global_dtype(x_ptr, y_ptr):
+    tl.store(y_ptr, tl.load(x_ptr).to(OUT_DTYPE))
+
+
+def test_the_source_key_follows_constexpr_functions_called_helpers_and_global_dtypes(monkeypatch):
     from triton_dist.backend_ascend.source_key import source_key
     assert source_key(apply, {"ACT": ACT_SMALL}) == source_key(apply, {"ACT": ACT_SMALL})
     assert source_key(apply, {"ACT": ACT_SMALL}) != source_key(apply, {"ACT": ACT_BIG})
     before = source_key(calls_helper)
     monkeypatch.setitem(globals(), "_helper", ACT_BIG)
     assert source_key(calls_helper) != before
+    before = source_key(cast_to_global_dtype)
+    monkeypatch.setitem(globals(), "OUT_DTYPE", tl.bfloat16)
+    assert source_key(cast_to_global_dtype) != before
 
 
 # --- newer Triton's TTIR reaches the 3.2.0 adapter in the form it parses ------------------------------------
