@@ -37,8 +37,9 @@ What the NPU does (AscendNPU-IR, commit 52f96a13):
   reduction is rounded per step on the NPU: inferred, not verified); float16 scans keep the
   interpreter's float16 steps (the NPU's vcumsum on f16: inferred, not verified).
 
-How: `install` wraps the interpreter builder's methods named in WRAPPED and the interpreter's
-reduce/scan entry (REDUCE_SCAN).  Each wrapper looks at its first operand's numpy storage once:
+How: `install` wraps the interpreter builder's methods named in WRAPPED (and WRAPPED_IF_PRESENT),
+adds the bf16/fp8 constant makers (CONSTANTS), and wraps the interpreter's reduce/scan entry
+(ReduceOps.apply, ScanOps.apply).  Each element-wise wrapper looks at its first operand's numpy storage once:
 anything not stored as unsigned integers (float32, float16, float64) goes straight to the
 interpreter's own method, so float32 and integer kernels pay one attribute test per float op
 and nothing per integer or pointer op (those methods are not wrapped).
@@ -333,7 +334,8 @@ def _in_f32(orig, widened):
 
 
 def entry_points(builder_class) -> tuple:
-    """(owner, name) of what `install` wraps (the canary test checks they exist)."""
+    """(owner, name) of what `install` wraps (tests/test_low_precision.py checks they exist on
+    every supported triton)."""
     return tuple((builder_class, name) for name in WRAPPED) + \
         ((_interp.ReduceOps, "apply"), (_interp.ScanOps, "apply"))
 
