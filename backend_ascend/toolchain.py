@@ -148,15 +148,18 @@ def _find_adapter():
 
 def _layered_adapters() -> list:
     """The adapter caches of the environments whose site-packages are on sys.path besides this one's
-    (<prefix>/lib/pythonX.Y/site-packages -> <prefix>/share/triton_dist/...)."""
+    (<prefix>/lib/pythonX.Y/site-packages -> the same place as cache_dir() under <prefix>); none when
+    the cache is not inside this environment (a cache_dir() pointed elsewhere)."""
+    rel = os.path.relpath(cache_dir(), sys.prefix)
+    if rel.startswith(os.pardir):
+        return []
     out = []
     for entry in sys.path:
         parts = os.path.normpath(entry or ".").split(os.sep)
         if len(parts) > 3 and parts[-1] == "site-packages" and parts[-3] == "lib":
             prefix = os.sep.join(parts[:-3])
             if os.path.realpath(prefix) != os.path.realpath(sys.prefix):
-                out.append(os.path.join(prefix, "share", "triton_dist", f"triton-ascend-{TRITON_ASCEND_VERSION}",
-                                        "triton-adapter-opt"))
+                out.append(os.path.join(prefix, rel, "triton-adapter-opt"))
     return out
 
 
@@ -197,6 +200,9 @@ def fetch_adapter(quiet: bool = False) -> tuple:
         if sha256(path) == ADAPTER_SHA256:
             return path, f"triton-adapter-opt {TRITON_ASCEND_VERSION} is cached and verified ({path})"
         os.unlink(path)
+    for layered in _layered_adapters():       # the environment this one is layered over has it: find() uses that
+        if os.path.exists(layered) and sha256(layered) == ADAPTER_SHA256:
+            return layered, f"triton-adapter-opt {TRITON_ASCEND_VERSION} is cached and verified ({layered})"
     if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
         return None, (f"triton-adapter-opt is published for x86_64 Linux only (this is {sys.platform} "
                       f"{os.uname().machine}); the NPU compile checks will skip")
