@@ -13,11 +13,12 @@ from triton_dist.cli import CliError, Subcommand, constexpr_value, load_target, 
 
 
 def _configure_kernel(p: argparse.ArgumentParser, what: str):
-    p.add_argument("kernel", metavar="FILE.py::KERNEL",
+    compile_ = what == "compile"        # npu-compile --target list needs no kernel
+    p.add_argument("kernel", metavar="FILE.py::KERNEL", nargs="?" if compile_ else None,
                    help=f"the @triton.jit kernel to {what}" + (" (an @triton.autotune kernel: every config; "
                                                                "@triton.heuristics: its computed constexprs)"
                                                                if what == "compile" else ""))
-    p.add_argument("--signature", "-s", action="append", required=True, metavar="NAME=TYPE,...",
+    p.add_argument("--signature", "-s", action="append", required=not compile_, metavar="NAME=TYPE,...",
                    help="Triton types of the non-constexpr parameters, e.g. sig=*i32,buf=*fp32,n=i32")
     p.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE,...",
                    help="values of the tl.constexpr parameters, e.g. BLOCK=16")
@@ -52,8 +53,10 @@ LOWER = Subcommand("lower", "print a kernel's TTIR after the HIVM lowering of it
 # --- triton-dist npu-compile ---------------------------------------------------------------------------------
 def _configure_npu_compile(p: argparse.ArgumentParser):
     _configure_kernel(p, "compile")
-    p.add_argument("--target", default=None, metavar="T",
-                   help="the NPU bishengir-compile targets (default Ascend910B4: Atlas A2)")
+    p.add_argument("--target", default=None, metavar="T[,T...]",
+                   help="the NPU chip(s) to compile for, each a --target value of the installed bishengir-compile "
+                        "(default Ascend910B4: Atlas A2); a comma list compiles for each in turn; "
+                        "'--target list' prints the chips it knows with their Unified Buffer sizes"),
     p.add_argument("--keep", default=None, metavar="DIR",
                    help="keep every stage's IR and log in DIR (kernel.ttir.mlir, kernel.ttadapter.mlir, "
                         "kernel.convert-hivm-to-std.mlir, ...)")
@@ -100,9 +103,32 @@ def _is_jit(obj) -> bool:
     return _is_kernel(obj) or is_tuned(obj)
 
 
+def _list_targets() -> int:
+    """The chips the installed bishengir-compile takes (its own --help), each with its Unified Buffer."""
+    from . import pipeline, targets, toolchain
+    tools = toolchain.find()
+    if tools.compiler is None:
+        raise CliError(f"no bishengir-compile to ask for its targets: {tools.compiler_why}")
+    known = pipeline.known_targets(tools.compiler)
+    if not known:
+        raise CliError(f"{tools.compiler} --help lists no --target values; check the tool "
+                       f"(`python -m triton_dist.backend_ascend.toolchain find`)")
+    sys.stdout.write(f"{tools.compiler} takes --target (default {pipeline.DEFAULT_TARGET}):\n"
+                     + targets.listing(known) + "\n")
+    return 0
+
+
 def _npu_compile(args) -> int:
     from . import pipeline
     from .variants import is_tuned, variants
+    if (args.target or "").strip() == "list":
+        return _list_targets()
+    if not args.kernel or not args.signature:
+        raise CliError("npu-compile needs a kernel FILE.py::KERNEL and --signature NAME=TYPE,... "
+                       "(or --target list alone, to list the chips)")
+    chips = pipeline.targets_of(args.target)
+    if len(chips) > 1:              # each chip in turn; every target is checked before anything is compiled
+        return _for_each_target(args, chips)
     signature = parse_assignments(args.signature, "--signature", "sig=*i32,buf=*fp32")
     raw_constexprs = parse_assignments(args.constexpr, "--constexpr", "BLOCK=16")
     options = {k: constexpr_value(v) for k, v in
@@ -111,7 +137,7 @@ def _npu_compile(args) -> int:
     constexprs = _kernel_constexprs(raw_constexprs, kernel, args.kernel)
     from triton_dist.language import block_pointers
     block_pointers.install()        # on a triton without them: a refusal naming the lines that have them
-    target = args.target or pipeline.DEFAULT_TARGET
+    target = chips[0]
     todo = variants(kernel, signature, constexprs, options)
     if not is_tuned(kernel):
         try:
@@ -153,6 +179,28 @@ def _npu_compile(args) -> int:
         sys.stdout.write(f"stages kept in {args.keep}\n")
     # 1: the compilers refused a config; 2: no verdict for some config (and none refused)
     return 1 if refused else 2 if unlowered else 0
+
+
+def _for_each_target(args, chips) -> int:
+    """npu-compile --target A,B: the kernel compiled for each chip under a line naming it (its Unified
+    Buffer, from AscendNPU-IR's target specs); exit 2 if a target is unknown (before any compile), else
+    the worst of the per-chip exits (1 refused anywhere, 2 no verdict somewhere)."""
+    import copy
+    from . import pipeline, targets, toolchain
+    tools = toolchain.find()
+    if not tools.missing:
+        for chip in chips:
+            pipeline.check_target(chip, tools)
+    worst = 0
+    for chip in chips:
+        sys.stdout.write(f"== {targets.describe(chip)}\n")
+        one = copy.copy(args)
+        one.target = chip
+        one.keep = os.path.join(args.keep, chip) if args.keep else None
+        sys.stdout.flush()
+        rc = _npu_compile(one)
+        worst = rc if (rc == 1 or worst == 0) else worst
+    return worst
 
 
 def _print_outcome(out, keep) -> None:

@@ -53,8 +53,14 @@ _verdicts: dict = {}       # in-process memo: (function, signature, constexprs) 
 
 
 def target() -> str:
-    from .pipeline import DEFAULT_TARGET
-    return os.environ.get(TARGET_ENV, "").strip() or DEFAULT_TARGET
+    return targets()[0]
+
+
+def targets() -> list:
+    """The chips each launch is compiled for: TRITON_DIST_NPU_COMPILE_TARGET, one target or a comma list
+    (pytest --npu-compile-targets A,B sets it); default Ascend910B4."""
+    from .pipeline import targets_of
+    return targets_of(os.environ.get(TARGET_ENV, ""))
 
 
 def signature_of(launch):
@@ -188,13 +194,14 @@ def check_launch(launch) -> None:
     if not _wanted_memo[wanted]:
         return
     sig, consts = signature_of(launch)
-    key = _memo_key(launch, sig, consts)
-    verdict = _verdicts.get(key)
-    if verdict is None:
-        verdict = _verdicts[key] = check(launch.fn, sig, consts)
-    status, what = verdict
-    if status == "refused":
-        raise NpuCompileError(what.report())
-    if status == "error":
-        _verdicts.pop(key, None)      # not a verdict: the next launch tries again
-        raise NpuCompileCheckError(what)
+    for tgt in targets():           # each chip in turn: the report names the chip (--target in its line)
+        key = _memo_key(launch, sig, consts) + (tgt,)
+        verdict = _verdicts.get(key)
+        if verdict is None:
+            verdict = _verdicts[key] = check(launch.fn, sig, consts, tgt=tgt)
+        status, what = verdict
+        if status == "refused":
+            raise NpuCompileError(what.report())
+        if status == "error":
+            _verdicts.pop(key, None)      # not a verdict: the next launch tries again
+            raise NpuCompileCheckError(what)

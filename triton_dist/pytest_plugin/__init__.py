@@ -200,6 +200,10 @@ def pytest_addoption(parser):
                 help="also compile every kernel launched on the simulator with the real NPU compilers "
                      "(triton-ascend's triton-adapter-opt, AscendNPU-IR's bishengir-compile; cached on disk); a "
                      "kernel they refuse fails its test")
+    g.addoption("--npu-compile-targets", default=None, metavar="T,T...",
+                help="with --npu-compile: compile each launch for each of these chips (--target values of the "
+                     "installed bishengir-compile; `triton-dist npu-compile --target list` lists them); "
+                     "default Ascend910B4")
     g.addoption("--npu-compile-sources", default=None, metavar="PATHS",
                 help="with --npu-compile: only kernels defined under these files or directories (comma list, "
                      "e.g. triton_dist/kernels,examples)")
@@ -271,6 +275,8 @@ def pytest_configure(config):
         _npu_compile_configure(config)
     elif config.getoption("--npu-compile-sources"):
         raise pytest.UsageError("--npu-compile-sources needs --npu-compile")
+    elif config.getoption("--npu-compile-targets"):
+        raise pytest.UsageError("--npu-compile-targets needs --npu-compile")
 
 
 def _apply_options(config) -> None:
@@ -566,11 +572,33 @@ def _triton_dist_forget_last_launch():
 _CHECKS_ENV = "TRITON_DIST_LAUNCH_CHECKS"
 _LOG_ENV = "TRITON_DIST_NPU_COMPILE_LOG"
 _SOURCES_ENV = "TRITON_DIST_NPU_COMPILE_SOURCES"
+_TARGET_ENV = "TRITON_DIST_NPU_COMPILE_TARGET"
+
+
+def _check_targets(chips) -> None:
+    """An unknown chip is a usage error at the start (in bishengir-compile's words, with the list), not a
+    failure of every launching test."""
+    try:
+        from triton_dist.backend_ascend import pipeline, toolchain
+        tools = toolchain.find()
+    except ImportError:
+        return
+    if tools.missing:
+        return
+    for chip in pipeline.targets_of(chips):
+        try:
+            pipeline.check_target(chip, tools)
+        except pipeline.UsageError as e:
+            raise pytest.UsageError(f"--npu-compile-targets: {e}") from None
 
 
 def _npu_compile_configure(config) -> None:
-    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LOG_ENV, _SOURCES_ENV)}
+    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LOG_ENV, _SOURCES_ENV, _TARGET_ENV)}
     config._triton_dist_npu_env = saved
+    chips = config.getoption("--npu-compile-targets")
+    if chips:
+        _check_targets(chips)
+        os.environ[_TARGET_ENV] = chips
     sources = config.getoption("--npu-compile-sources")
     if sources:
         os.environ[_SOURCES_ENV] = ",".join(os.path.abspath(p.strip()) for p in sources.split(",") if p.strip())
