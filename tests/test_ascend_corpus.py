@@ -8,6 +8,7 @@ verdicts (accepted, or the compiler's own `ub overflow` line) for the compile.  
 also checks that each launch it saw is one of the case's declared compiles, so the compile step
 compiles what really ran.  scripts/corpus_table.py measures README's table with these same cases.
 """
+import dataclasses
 import inspect
 import re
 
@@ -190,3 +191,23 @@ def test_the_readme_table_lists_every_case():
     listed = re.findall(r"^\| `([^`]+)` \|", table, re.M)
     assert listed == [c.name for c in CASES], ("README's corpus table is not the corpus's: run "
                                                ".venv/bin/python scripts/corpus_table.py --readme")
+
+
+def test_the_table_script_reports_what_it_measures(monkeypatch):
+    """scripts/corpus_table.py: a case as expected reads 'matches torch' / 'accepted'; the same case
+    with a wrong oracle, or declared to be refused, is marked unexpected (both sides of its check)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+    import corpus_table
+    from triton_dist.backend_ascend import toolchain
+    case = BY_NAME["axpy_masked_tail"]
+    assert corpus_table.simulator_cell(case) == "matches torch"
+    tools = toolchain.find()
+    if not tools.missing:
+        assert corpus_table.compile_cell(case, tools) == "accepted"
+        declared_refused = [dataclasses.replace(c, expect="ub overflow") for c in case.compiles]
+        monkeypatch.setattr(case, "compiles", declared_refused)
+        assert corpus_table.compile_cell(case, tools) == "**unexpected**: accepted"
+    monkeypatch.setattr(case, "ref", lambda x, y: x + y)          # not what the kernel computes (0.5 x + y)
+    assert corpus_table.simulator_cell(case) == "**unexpected**: differs from torch"
