@@ -31,11 +31,12 @@ What the NPU does (AscendNPU-IR, commit 52f96a13):
 - float8 (e5m2, e4m3fn): `hfusion-legalize-fp8` (LegalizeFP8.cpp) computes through f32 too,
   without contract flags; the simulator rounds every float8 result (the NPU's chains of float8
   ops: inferred, not verified; Ascend910B4 has no float8).
-- float16: native on the vector unit, except a reduction whose combine adds, which is
-  computed in f32 and rounded once (`NormalizeF16ReduceSum`, HFusion/Transforms/Normalize.cpp
-  :7672-7718).  The simulator reduces float16 in f32 for every combine function (a product
-  reduction is rounded per step on the NPU: inferred, not verified); float16 scans keep the
-  interpreter's float16 steps (the NPU's vcumsum on f16: inferred, not verified).
+- float16: native on the vector unit (measured: `x * y + z` is vmul/vadd on half), except
+  reductions and scans: a reduction whose combine adds is computed in f32 and rounded once
+  (`NormalizeF16ReduceSum`, HFusion/Transforms/Normalize.cpp :7672-7718; measured: vcast, a f32
+  reduce, one vcast back), and tl.cumsum is a f32 loop rounded once per element (measured).  The
+  simulator reduces and scans float16 in f32 for every combine function (a product reduction,
+  rounded per step on the NPU by that pattern's condition: inferred, not verified).
 
 How: `install` wraps the interpreter builder's methods named in WRAPPED (and WRAPPED_IF_PRESENT),
 adds the bf16/fp8 constant makers (CONSTANTS), and wraps the interpreter's reduce/scan entry
@@ -297,8 +298,10 @@ CONSTANTS = {f"get_{dtype.name}": _constant(dtype) for dtype in RAW_BITS}
 
 # ---- reductions and scans: accumulated in f32 -----------------------------------------------
 
+# float16 too: measured, a float16 tl.sum is vcast to f32, a f32 reduce, one vcast back, and a
+# float16 tl.cumsum a f32 loop with one vcast back per element (bishengir-compile, see above)
 _WIDENED_REDUCE = RAW_BITS + (tl.float16,)
-_WIDENED_SCAN = RAW_BITS
+_WIDENED_SCAN = RAW_BITS + (tl.float16,)
 
 
 def _widen_tensor(t):
@@ -311,8 +314,16 @@ def _widen_tensor(t):
 
 
 def _narrow_tensor(t, dtype):
+    """A reduction's or scan's f32 result rounded to `dtype`.  A bf16 block result keeps its f32
+    value (measured: tl.sum(x, 1) * 2 multiplies the f32 sums); a scalar one does not (measured:
+    tl.sum(x) * 2 extracts the rounded bf16 scalar, then multiplies)."""
     data = np.asarray(t.handle.data, dtype=np.float32)
-    h = TensorHandle(data.astype(np.float16), dtype) if dtype == tl.float16 else _result(data, dtype)
+    if dtype == tl.float16:
+        h = TensorHandle(data.astype(np.float16), dtype)
+    elif t.type.is_block():
+        h = _result(data, dtype)
+    else:
+        h = TensorHandle(encode(data, dtype), dtype)
     ty = tl.block_type(dtype, list(t.shape)) if t.type.is_block() else dtype
     return tl.core.tensor(h, ty)
 

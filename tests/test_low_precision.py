@@ -168,6 +168,30 @@ def test_bf16_chains_round_where_the_npu_compiler_rounds():
     assert not torch.equal(o[2], per_step)
 
 
+@triton.jit
+def sum_then_scale_kernel(a, o, M: tl.constexpr, N: tl.constexpr):
+    r = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(a + r)
+    tl.store(o + tl.arange(0, M), tl.sum(x, 1) * 3.0)    # a block: the f32 sums are scaled
+    tl.store(o + M, tl.sum(tl.load(a + tl.arange(0, N)), 0) * 3.0)   # a scalar: rounded, then scaled
+
+
+def test_bf16_reduction_feeds_the_next_op_as_the_npu_compiler_does():
+    """Measured (bishengir-compile, Ascend910B4): tl.sum(x, 1) * 3 of a bf16 block is a f32 reduce
+    then vmuls f32, one rounding; tl.sum(x) * 3 extracts the rounded bf16 scalar first."""
+    row = torch.zeros(N)
+    row[:2] = torch.tensor([1.0, 3 / 256])                # 1.01171875: a tie between two bf16 values
+    x = row.repeat(4, 1).bfloat16()
+
+    def body():
+        o = torch.zeros(5, dtype=torch.bfloat16)
+        sum_then_scale_kernel[(1,)](x.flatten().clone(), o, M=4, N=N)
+        return o
+    o = _run(body)
+    assert o[:4].float().tolist() == [3.03125] * 4         # 3.03515625 rounded once
+    assert o[4].item() == 3.046875                         # 1.015625 (the tie to even) * 3
+
+
 # ---- math functions -------------------------------------------------------------------------------
 # Stock Triton's frontend refuses bf16/fp16 for tl.exp & co. (triton/language/math.py
 # `_check_dtype(["fp32", "fp64"])`); triton-ascend's accepts bf16, fp16 and fp8 (its math.py
@@ -386,14 +410,13 @@ def test_reductions_and_scans_accumulate_in_fp32(name):
         _same_bits(o[i * M:(i + 1) * M], w)
     assert oi[:M].tolist() == [9] * M and oi[M:].tolist() == [5] * M
     scans = o[4 * M:4 * M + 2 * M * N].view(2, M, N)
-    _same_bits(scans[0].flatten(), f.cumsum(1).to(dt).flatten() if dt == torch.bfloat16 else _steps(x))
-    _same_bits(scans[1].flatten(), f.flip(1).cumsum(1).flip(1).to(dt).flatten() if dt == torch.bfloat16
-               else _steps(x.flip(1)).view(M, N).flip(1).flatten())
+    _same_bits(scans[0].flatten(), f.cumsum(1).to(dt).flatten())
+    _same_bits(scans[1].flatten(), f.flip(1).cumsum(1).flip(1).to(dt).flatten())
     _same_bits(o[4 * M + 2 * M * N:], f.sum(0).to(dt))
 
 
 def _steps(x):
-    """float16 scans keep the interpreter's float16 steps (each partial sum rounded)."""
+    """A scan rounding each partial sum (what the interpreter did for float16; not the NPU)."""
     acc, out = torch.zeros(x.shape[0], dtype=x.dtype), []
     for j in range(x.shape[1]):
         acc = acc + x[:, j]
@@ -404,9 +427,9 @@ def _steps(x):
 @pytest.mark.parametrize("name,big,small", [("bf16", 256.0, 1.0), ("fp16", 1024.0, 0.25)])
 def test_reduction_rounds_once_not_per_step(name, big, small):
     """A sum whose per-step rounding loses every small term (big + small is a tie or less than half
-    an ulp): accumulated in f32 and rounded once it keeps them, through tl.sum and through
-    tl.reduce's combine function (AscendNPU-IR: LegalizeBF16 for bf16, NormalizeF16ReduceSum
-    for a float16 reduction that adds)."""
+    an ulp): accumulated in f32 and rounded once it keeps them, through tl.sum, tl.reduce's
+    combine function and tl.cumsum (AscendNPU-IR: LegalizeBF16 for bf16, NormalizeF16ReduceSum
+    for a float16 reduction that adds; a float16 cumsum measured as a f32 loop)."""
     dt, _ = DTYPES[name]
     x = torch.tensor([big] + [small] * (N - 1), dtype=dt).repeat(4, 1)
 
@@ -418,6 +441,8 @@ def test_reduction_rounds_once_not_per_step(name, big, small):
     want = torch.tensor(big + small * (N - 1)).to(dt)     # bf16: 319 -> 320; fp16: 1039.75 -> 1040
     assert want.item() != big
     assert o[0].item() == want.item() and o[3 * 4].item() == want.item(), (o[0], o[12], want)
+    scan = o[4 * 4:4 * 4 + N]                              # tl.cumsum of the first row
+    assert scan[-1].item() == want.item() and _steps(x[:1])[-1].item() == big, scan
 
 
 # ---- sort (triton.language.extra.cann.extension.sort) ----------------------------------------------
