@@ -40,17 +40,23 @@ def _cli(*argv):
                           timeout=300)
 
 
-def test_cli_refuses_out_of_range_seeds_before_running(tmp_path):
+def test_cli_refuses_out_of_range_seeds_before_running(tmp_path, capsys):
+    from triton_dist.cli import main
     script = tmp_path / "s.py"
     script.write_text("raise SystemExit('the script must not run')\n")
-    for argv, option in ((["explore", "-n", "1", str(script), "--first-seed", "-5", "--seeds", "3"], "--first-seed"),
-                         (["replay", "-n", "1", str(script), "--seed", "-1"], "--seed"),
+    for argv, option in ((["replay", "-n", "1", str(script), "--seed", "-1"], "--seed"),
                          (["run", "-n", "1", "--schedule", "pct", "--seed", str(1 << 64), str(script)], "--seed"),
                          (["explore", "-n", "1", str(script), "--first-seed", str((1 << 64) - 2), "--seeds", "5"],
                           "--first-seed")):
-        p = _cli(*argv)
-        assert p.returncode == 2, (argv, p.stdout, p.stderr)
-        assert option in p.stderr and "2**64-1" in p.stderr and "must not run" not in p.stderr, p.stderr
+        with pytest.raises(SystemExit) as ei:
+            main(argv)
+        err = capsys.readouterr().err
+        assert ei.value.code == 2, (argv, err)
+        assert option in err and "2**64-1" in err and "must not run" not in err, err
+    # `python -m triton_dist.cli` too: one line and exit 2 (its __main__ copy had its own CliError)
+    p = _cli("explore", "-n", "1", str(script), "--first-seed", "-5", "--seeds", "3")
+    assert p.returncode == 2 and "--first-seed must be in 0..2**64-1" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
 
 
 # --- compare: every value type a launch returns; unknown tolerance keys refused --------------------
