@@ -106,6 +106,16 @@ FORMS = {
         "MAIN emits hivm.hir.sync_block with PIPE_ALL (ascend_ir.cc:138-170, 713-723), which this adapter's HIVM "
         "verifier refuses (\"Cube Pipe is illegal. Cube pipe is PIPE_FIX!\", measured), so the form of the "
         "release the adapter belongs to is emitted; mode all_sub_vector (main line only) cannot be lowered"),
+    "annotation_mark": Form(
+        "annotation.mark", True,
+        "MAIN third_party/ascend/language/cann/extension/aux_ops.py:96-117 (compile_hint_impl -> "
+        "create_annotation_mark, ascend_ir.cc:597-603: annotation::MarkOp with the hint as a string attribute), "
+        "used by cast(overflow_mode=) (vec_ops.py:536-541); V320 emits tt.annotation (semantic.py:672-686, "
+        "src/ir.cc:1790), which its --triton-to-annotation pass turns into the same annotation.mark "
+        "(TritonToAnnotation.cpp:54)",
+        "measured: the adapter passes it through and bishengir-compile lowers an fp32 -> int8 cast marked "
+        "\"saturate\" as fp32 -> f16 -> int8 conversions with a mode, unmarked as fp32 -> int32 -> int8 with "
+        "overflow (vcast_*_with_mode / _with_overflow)"),
 }
 
 
@@ -255,6 +265,9 @@ def _write(op, st, w: _Writer, result, rtype):
         # (TritonOps.td:1648-1661 at V320), which would take the next line's result name for one
         w.emit(f"\"tt.custom\"() <{{op_name = \"sync_block_all\", str_args = [\"{st['mode']}\", "
                f"{int(st['event_id'])} : i32]}}> : () -> ()")
+    elif op == "annotation_mark":
+        src, sty = w.operand(st["src"])
+        w.emit(f"annotation.mark {src} {{{st['key']} = {json.dumps(st['value'])}}} : {sty}")
     else:
         raise H.LoweringError(f"extension op {op!r} has no TTIR form here (backend_ascend/extension_ops.py FORMS)")
 
@@ -281,7 +294,8 @@ def lower(text: str):
             raise H.LoweringError(f"line {i + 1}: the operand markers of extension op {op} are not all there; "
                                   f"the markers were not made by triton_dist/language/_ext_emit.py")
         w = _Writer(names, m.carrier.indent, [(g.carrier.operands[0], g.carrier.types[0]) for g in group])
-        void = op in ("scatter_ub_to_out", "index_put", "sync_block_set", "sync_block_wait", "sync_block_all")
+        void = op in ("scatter_ub_to_out", "index_put", "sync_block_set", "sync_block_wait", "sync_block_all",
+                      "annotation_mark")
         if void and H._used_later(lines, i, m.carrier):
             raise H.LoweringError(f"line {i + 1}: the placeholder result of extension op {op} is used")
         _write(op, m.info["static"], w, m.carrier.result, m.carrier.result_type)

@@ -373,6 +373,28 @@ def test_a_saturating_cast_traces_as_triton_ascend_emits_it():
     assert "arith.sitofp" in text and "arith.fptoui" in text, text
 
 
+@triton.jit
+def fp32_to_int8(x, out, N: tl.constexpr, MODE: tl.constexpr):
+    r = tl.arange(0, N)
+    tl.store(out + r, tl.load(x + r).cast(tl.int8, overflow_mode=MODE))
+
+
+@needs_tools
+@stock_frontend
+@pytest.mark.parametrize("mode,conversion", [("saturate", "vcast_half_to_int8_t_1d_with_mode"),
+                                             ("trunc", "vcast_int32_t_to_int8_t_1d_with_overflow")])
+def test_the_overflow_mode_reaches_the_npu_compiler(tmp_path, mode, conversion):
+    """The cast's result is marked `annotation.mark {overflow_mode = ...}` (vec_ops.py:536-541), and
+    bishengir-compile lowers the two modes to different conversions: measured, its own output."""
+    from triton_dist.backend_ascend import pipeline
+    out = pipeline.compile_kernel(fp32_to_int8, {"x": "*fp32", "out": "*i8"}, {"N": 16, "MODE": mode},
+                                  keep=str(tmp_path))
+    assert out.accepted, out.report()
+    carried = (tmp_path / "kernel.carried.ttir.mlir").read_text()
+    assert f'annotation.mark %' in carried and f'{{overflow_mode = "{mode}"}}' in carried, carried
+    assert conversion in (tmp_path / "kernel.convert-hivm-to-std.mlir").read_text()
+
+
 @needs_tools
 @stock_frontend
 def test_parallel_enum_and_cast_kernels_are_accepted_by_the_real_compilers(tmp_path):

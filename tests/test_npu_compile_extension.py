@@ -154,6 +154,12 @@ def put_rows(dst_ptr, val_ptr, idx_ptr, N_IDX: tl.constexpr, COLS: tl.constexpr)
     extension.index_put(dst_ptr, idx, val, 0, 16, (N_IDX, COLS), (0, 0), (COLS, 1))
 
 
+@triton.jit
+def saturating_cast(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs).cast(tl.int8, overflow_mode="saturate"))
+
+
 F32 = "*fp32"
 # (kernel, signature, constexprs of an accepted launch, constexprs of one whose tiles overflow UB)
 ACCEPTED = {
@@ -171,6 +177,7 @@ ACCEPTED = {
     "sync_block_set/wait": (dot_then_vector, {"a_ptr": F32, "b_ptr": F32, "c_ptr": F32, "buf_ptr": F32},
                             {"K": 16, "BLOCK": 64}, {"K": 16, "BLOCK": 65536}),
     "sync_block_all": (barrier_modes, {"x_ptr": F32, "out_ptr": F32}, {"BLOCK": 1024}, {"BLOCK": 65536}),
+    "annotation_mark": (saturating_cast, {"x_ptr": F32, "out_ptr": "*i8"}, {"BLOCK": 1024}, {"BLOCK": 65536}),
 }
 # the ops triton-adapter-opt 3.2.0 does not take, and its own message for each (docs/ascend.md)
 CANNOT_LOWER = {

@@ -16,9 +16,9 @@ What triton-ascend does, read at triton-lang/triton-ascend a84b1eb52b6215e2c1716
 On the simulator "saturate" clamps to the target's range (integers: its min/max; floats: +-its
 largest finite value, as triton-ascend's test_common.validate_cmp clamps, unittest/kernels/
 test_common.py:16-28); NaN to an integer gives 0 (inferred, not verified).  "trunc" and no mode are
-the plain cast.  Traced for the NPU (backend_ascend/frontend.py), "saturate" emits the plain cast
-(through fp32 where triton-ascend does): stock Triton's builder cannot make the annotation.mark,
-so the TTIR lacks it (docs/ascend.md).
+the plain cast.  Traced for the NPU (backend_ascend/frontend.py), the cast is emitted as
+triton-ascend emits it (through fp32 where it does) and its result marked with the mode
+(triton_dist/language/_ext_emit.annotation_mark -> `annotation.mark {overflow_mode = ...}`).
 """
 from __future__ import annotations
 
@@ -101,15 +101,22 @@ def cast(input, dtype, fp_downcast_rounding=None, bitcast=False, overflow_mode=N
     input = _semantic.to_tensor(input)
     if bitcast:
         return _semantic.bitcast(input, dtype)
+    interpreting = D.interpreting(_semantic)
     if mode == "saturate":
         dst = dtype.scalar if hasattr(dtype, "scalar") else dtype
-        if D.interpreting(_semantic):
+        if interpreting:
             out = _saturated(input, dst, _semantic)
             if out is not None:
                 return out
         elif _unsigned_narrowing(input.type.scalar, dst):
             input = _semantic.cast(input, tl.float32)
-    return _semantic.cast(input, dtype, fp_downcast_rounding)
+    out = _semantic.cast(input, dtype, fp_downcast_rounding)
+    if mode is not None and not interpreting and out is not input:
+        # vec_ops.py:536-541: the result marked with the mode, which the NPU compiler reads
+        # (bishengir-compile 1.2.0 lowers a marked fp32 -> int8 cast with saturating conversions)
+        from triton_dist.language import _ext_emit
+        _ext_emit.annotation_mark(out, "overflow_mode", mode, _semantic)
+    return out
 
 
 setattr(cast, tl.core.TRITON_BUILTIN, True)

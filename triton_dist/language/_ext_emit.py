@@ -196,3 +196,12 @@ def sync_block(which, sender, receiver, event_id, sender_pipe, receiver_pipe, _s
 def sync_block_all(mode, event_id, _semantic):
     g = _Group("sync_block_all", _semantic)
     g.result(None, dict(mode=mode, event_id=int(event_id)))
+
+
+def annotation_mark(x, key, value, _semantic):
+    """A compile hint on the value x: `annotation.mark %x {key = "value"}`, as triton-ascend's
+    compile_hint_impl makes it (extension/aux_ops.py:96-117 at MAIN, builder ascend_ir.cc:597-603);
+    cast(..., overflow_mode=) marks its result so (sim/compat/ascend_cast.py)."""
+    g = _Group("annotation_mark", _semantic)
+    g.result(None, dict(src=g.operand(x), key=str(key), value=str(value)))
+
