@@ -435,6 +435,13 @@ def _pipeline_digest() -> str:
     for module in (_ext_emit, ascend_shapes):
         with open(module.__file__, "rb") as f:
             h.update(f.read())
+    # the extension module kernels call on stock triton, and its cast, decide what they emit (read as
+    # files: a sibling package, not imported here)
+    for name in ("cann.py", "ascend_cast.py"):
+        path = os.path.join(here, os.pardir, "sim", "compat", name)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                h.update(f.read())
     return h.hexdigest()[:16]
 
 
