@@ -279,6 +279,7 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask, scalar: bool, base=None) ->
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"store of {value.dtype.name}")
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]))
     rt.sched.saw(value, m)          # the event log shows what it stores (deterministic schedules)
+    rt.spin_wrote(c, lo, hi)        # progress, unless only a count of a spin's rounds (sim/spin.py)
     dma.depend(lo, hi, c)
     obs = rt.access_observers
     if c is not None and rt.memory.caches:
@@ -295,7 +296,6 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask, scalar: bool, base=None) ->
             a = Access(rt, STORE, MEMORY, KERNEL, scalar, lo, hi, sel, value.dtype, value, m, _site(), c)
     if obs is not None:
         obs.access(a)
-    rt.spin_reset(c)
 
 
 def _scalar_store(rt, c, ptrs, value, mask, base):
@@ -309,6 +309,7 @@ def _scalar_store(rt, c, ptrs, value, mask, base):
     _check(rt, base, None, addr, hi, dtype.itemsize, lambda: f"scalar store of {dtype.name}")
     v = value.ravel()[0]                         # a numpy scalar: its own copy of the value
     rt.sched.point("scalar store", addr, _int(v))
+    rt.spin_wrote(c, addr, hi)
     dma.depend(addr, hi, c)
     obs = rt.access_observers
     if rt.memory.cached_kernel_stores or c is None:
@@ -322,7 +323,6 @@ def _scalar_store(rt, c, ptrs, value, mask, base):
         dma.issue(c, addr, hi, a.land, site)
     if obs is not None:
         obs.access(a)
-    rt.spin_reset(c)
 
 
 def atomic_rmw(op, ptrs, val, mask, sem, base=None):
@@ -405,8 +405,11 @@ def _atomic_done(rt, sel, out, changed: bool) -> None:
     """An atomic that changed memory is a write; one that did not (a failed atomic_cas, an
     atomic_add of 0) only read: polled in a loop it is a spin like a load's (issue 14 item 5)."""
     if changed:
+        if sel.size:
+            rt.spin_wrote(context.core(), int(sel.min()), int(sel.max()) + np.asarray(out).dtype.itemsize)
+        else:
+            rt.spin_reset()
         rt.sched.wrote()
-        rt.spin_reset()
     elif sel.size:
         a = int(sel[0])
         rt.spin_watch(("atomic", a, sel.size), np.asarray(out), ATOMIC_SPIN, a)

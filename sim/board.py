@@ -48,6 +48,8 @@ WIDE = {"awaited": 1, "seen": 2}
 # `kind` of a kernel whose blocks each take a whole AI core as several instances (sim/core_split.py):
 # this prefix, then the instances per block ("AI cores/3": cube + 2 vector); prog counts instances
 AI_BLOCKS = "AI cores/"
+# appended to the op of a core spinning on a poll whose only writes count its rounds (sim/spin.py)
+COUNTING = ", counting"
 
 
 def put_value(rec, field: str, v) -> None:
@@ -252,10 +254,12 @@ class Board:
                         f"use dl.wait / signal_wait_until)")
                 elif st == WAITING and op.startswith("spin on"):
                     what = "atomics" if "atomic" in op else "loads"
+                    writes = "writing only a count of its rounds, which nothing reads" if op.endswith(COUNTING) \
+                        else "writing nothing"
                     lines.append(
                         f"  {who}: polls with {what} at {where}: "
                         f"{target} (0x{int(r['addr']):x}) sees {seen} every time, "
-                        f"writing nothing (it waits for another task to change it)")
+                        f"{writes} (it waits for another task to change it)")
                 elif st == WAITING:      # address 0: a wait on no memory (a core barrier, a block flag)
                     at = f" (0x{int(r['addr']):x})" if int(r["addr"]) else ""
                     lines.append(

@@ -13,7 +13,7 @@ from . import board as B
 from . import context, core_split, device
 from .compat import cann
 from .memory import AddressSpace, Buffer
-from .spin import PLAIN_SPIN, POLLING, SPINNING, SpinWatch
+from .spin import LINE, PLAIN_SPIN, POLLING, SPINNING, SpinWatch
 
 
 def _first(v):
@@ -130,10 +130,11 @@ class Dispatch:
 
 class Waiter:
     """A task spinning in a primitive; what the deadlock report says about it."""
-    __slots__ = ("op", "addr", "awaited", "seen", "rounds", "where", "target", "started", "looked")
+    __slots__ = ("op", "addr", "awaited", "seen", "rounds", "where", "target", "started", "looked", "silent_line")
 
     def __init__(self, op, addr, awaited, where, target):
         self.op, self.addr, self.awaited, self.where, self.target = op, addr, awaited, where, target
+        self.silent_line = -1   # a spin whose only writes count its rounds: their cache line (sim/spin.py)
         self.seen = None
         self.rounds = 0
         self.started = time.monotonic()
@@ -260,10 +261,13 @@ class SimRuntime:
         sw = c.spin
         if sw is None:
             sw = c.spin = SpinWatch()
+        if sw.silent is not None and sw.reads_own_count(addr):
+            return                  # it reads back its own count of rounds: nothing another task did
         state = sw.observe(key, value)
         if state != SPINNING:
             if sw.waiter is not None:
                 sw.waiter = None
+                sw.silent = None
                 self.board.set_state(self.rank, c.phys, B.RUNNING)
             if state == POLLING:        # no deadlock, but let every other runnable task go first
                 if self.abort.is_set():
@@ -275,11 +279,17 @@ class SimRuntime:
         if w is None:
             w = sw.waiter = Waiter(kind, addr, 0, context.kernel_line(4), self.space.describe(addr))
             w.seen = shown
+            op = kind
+            if sw.pattern:          # it writes a count of its rounds nobody reads: silent from now on
+                sw.silent = sw.pattern
+                lo = min(k[0] for k in sw.pattern)
+                w.silent_line = lo // LINE
+                op = f"{kind}{B.COUNTING}"
             # a poll of memory ends when the value changes; a spin on a cached line sees no
             # other core's write, so memory cannot tell the watchdog it is over
             dt = np.asarray(value).dtype
             cond = B.COND_CHANGES if kind != PLAIN_SPIN and dt.kind in "iu" else B.COND_NONE
-            self.board.set(self.rank, c.phys, B.WAITING, kind, w.where, w.target, addr, 0, shown, cond, dt.itemsize)
+            self.board.set(self.rank, c.phys, B.WAITING, op, w.where, w.target, addr, 0, shown, cond, dt.itemsize)
         elif w.looked is not None:
             self.board.polled(self.rank, c.phys, w.looked)   # this poll read after that count
         if self.observers is not None:
@@ -295,6 +305,16 @@ class SimRuntime:
                 f"{self.timeout:g} s (the launch timeout) without anything changing, while other tasks were "
                 f"still running (no deadlock was detected); give it more time with launch(..., timeout=SECONDS) "
                 f"or `--timeout SECONDS`", self.board.report([self.rank]))
+
+    def spin_wrote(self, c, lo: int, hi: int) -> None:
+        """The core's kernel wrote bytes [lo, hi) (a tl.store, an atomic that changed memory):
+        progress, unless it is the write pattern of the poll it spins on (sim/spin.py)."""
+        if c is None or c.spin is None:
+            return
+        if not c.spin.wrote(lo, hi) and c.spin.waiter is not None:
+            c.spin.waiter = None
+            c.spin.reset()
+            self.board.set_state(self.rank, c.phys, B.RUNNING)
 
     def spin_reset(self, c=context.HERE):
         """The core wrote (a store, an atomic that changed memory, a primitive): it made progress."""

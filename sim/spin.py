@@ -22,6 +22,19 @@ a false alarm is worse than a late report).  Python keeps a `for` loop's iterato
 frame's value stack, out of reach; a loop over identical items (`for x in (a, a, a)`) could
 look like a repeat, so a spin is declared only after SPIN_REPEATS identical visits in a row.
 
+Writes that only count (issue 32): a poll loop that also writes, every round, the same few
+bytes of one cache line that it never branches on (`tl.atomic_add(counter, 1)`, `tl.store(n,
+tl.load(n) + 1)`: a count of its rounds nobody reads) changes nothing its own future depends
+on.  So a visit also repeats when the writes since the previous visit of that poll are the
+same address ranges as the writes before that one, all inside one 64-byte line: the loop's
+write pattern.  The core then spins with that pattern `silent`: its writes in the pattern are
+not writes to the schedules (nobody is woken by them; deterministic schedules and the free
+watchdog can call it blocked), any other write ends the spin as before.  "Nobody reads" is
+checked where it can be: another task's access to that line wakes the spinner and makes its
+next writes count (sim/schedulers/deterministic.py), and under the free schedule the
+watchdog re-reads a waiter's slot (a reader of the counter sees it move, so is never stuck).
+Writes through the device library (a signal, a put) always count as progress.
+
 A weaker state, POLLING: the core comes back to the same poll seeing the same value, with
 no write and no other fresh read in between (every read since repeated its own last
 value), but some local it branches on moves (`while flag == 0 and rounds < LIMIT`).  It
@@ -33,6 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from triton_dist.symbols import CACHE_LINE_BYTES
+
 from . import context, loop_state
 
 # what the status board calls a core spinning on each kind of poll (board.report words each)
@@ -42,6 +57,8 @@ ATOMIC_SPIN = "spin on atomic polls"
 
 SPIN_REPEATS = 16      # identical consecutive visits of one poll before the core counts as spinning
 MAX_POLLS = 64         # distinct polls remembered per core (a loop over many addresses forgets)
+MAX_WRITES = 64        # distinct written ranges remembered per core (a loop writing many addresses is progress)
+LINE = CACHE_LINE_BYTES  # a write pattern is silent only inside one line (the deterministic schedules' unit)
 
 try:
     from triton.language import core as _tlc
@@ -55,17 +72,48 @@ PROGRESS, POLLING, SPINNING = range(3)    # what observe() says about a visit
 
 class SpinWatch:
     """Per core: the last visit of each poll, and how often it repeated."""
-    __slots__ = ("first", "visits", "waiter", "fresh")
+    __slots__ = ("first", "visits", "waiter", "fresh", "written", "nwrites", "pattern", "silent")
 
     def __init__(self):
         self.first = set()     # poll keys seen once (no state taken yet: cheap for loops over addresses)
-        self.visits = {}       # (key, point) -> [value, snapshot, repeats, loose repeats, fresh reads then]
+        # (key, point) -> [value, snapshot, repeats, loose repeats, fresh reads then,
+        #                  writes counted then, the write pattern before that visit]
+        self.visits = {}
         self.waiter = None     # the runtime's Waiter while the core counts as spinning
         self.fresh = 0         # reads that saw a new address or a new value
+        self.written = {}      # (lo, hi) -> the write count when the core last wrote those bytes
+        self.nwrites = 0       # kernel writes so far (since the last reset)
+        self.pattern = frozenset()   # the write pattern of the latest visit (observe)
+        self.silent = None     # while spinning: the pattern its writes repeat (frozenset), else None
 
     def reset(self) -> None:
         self.first.clear()
         self.visits.clear()
+        self.written.clear()
+        self.silent = None
+
+    def wrote(self, lo: int, hi: int) -> bool:
+        """The core's kernel wrote bytes [lo, hi): True when it is a silent write (the core
+        spins and this is its write pattern's), else it is recorded (the caller ends a spin)."""
+        key = (lo, hi)
+        if key not in self.written and len(self.written) >= MAX_WRITES:
+            self.reset()
+        self.written[key] = self.nwrites
+        self.nwrites += 1
+        return self.silent is not None and key in self.silent
+
+    def reads_own_count(self, addr: int) -> bool:
+        """While spinning silently: does a read at addr read the spin's own write pattern?"""
+        return any(lo <= addr < hi for lo, hi in self.silent)
+
+    def _pattern(self, since: int):
+        """The ranges written since write count `since`; None when they cannot be silent
+        (more than one line)."""
+        if self.nwrites == since:
+            return frozenset()
+        p = frozenset(k for k, n in self.written.items() if n >= since)
+        lines = {k[0] // LINE for k in p} | {(k[1] - 1) // LINE for k in p}
+        return p if len(lines) == 1 else None
 
     def observe(self, key, value) -> int:
         """A poll `key` (hashable: kind and addresses) read `value`: SPINNING when this visit
@@ -82,7 +130,10 @@ class SpinWatch:
         snap = [_branched_on_locals(f) for f in frames]
         k = (key, point)
         v = self.visits.get(k)
-        if v is not None and same(v[0], value):
+        pattern = self._pattern(v[5]) if v is not None else None
+        if v is not None and pattern is not None and pattern == v[6] and same(v[0], value):
+            v[5] = self.nwrites
+            self.pattern = pattern
             v[3] = v[3] + 1 if v[4] == self.fresh else 0
             v[4] = self.fresh
             if all(_same_locals(a, b) for a, b in zip(v[1], snap)):
@@ -95,8 +146,18 @@ class SpinWatch:
         self.fresh += 1
         if len(self.visits) >= MAX_POLLS:
             self.visits.clear()
-        self.visits[k] = [value, snap, 0, 0, self.fresh]
+        # the write pattern this visit starts from: the next visit repeats it or not
+        self.visits[k] = [value, snap, 0, 0, self.fresh, self.nwrites,
+                          pattern if pattern is not None else (frozenset() if v is None else None)]
         return PROGRESS
+
+
+def silent_now() -> bool:
+    """Is the calling core spinning with a silent write pattern?  Its writes now are that
+    pattern's (any other ended the spin when it was issued): the schedules do not count them."""
+    c = context.core()
+    sw = c.spin if c is not None else None
+    return sw is not None and sw.silent is not None and sw.waiter is not None
 
 
 def _branched_on_locals(f) -> dict:

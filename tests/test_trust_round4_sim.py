@@ -137,3 +137,97 @@ def test_one_split_block_more_than_ai_cores_is_a_deadlock_in_blocks(quick_watchd
     assert "launch at most 24 blocks that wait for each other" in text, text
     assert "the 75 cores of the 25 blocks of rank 0 (each block its cube core and 2 vector cores; " \
            "sync_block_all('all'))" in text, text
+
+
+# ---- a poll loop that counts its rounds in memory -------------------------------------------------
+
+LOADS = 100          # the producer's loads: more steps than PCT's change points cover (short_pct)
+
+
+@pytest.fixture
+def short_pct(monkeypatch):
+    """PCT's change points among the first 32 steps (the ranks fork from this process): a
+    producer of a few hundred loads outlives them, as a real kernel's thousands outlive 4000."""
+    from triton_dist.sim.schedulers import pct
+    monkeypatch.setattr(pct, "STEPS_ESTIMATE", 32)
+
+
+@triton.jit
+def _counted_poll(flag, data, cnt, out, LOADS: tl.constexpr, SETS_FLAG: tl.constexpr, FORM: tl.constexpr):
+    if dl.rank() == 0:
+        acc = 0
+        for i in range(LOADS):                      # a producer that reads for a long time
+            acc += tl.load(data + (i % 16))
+        tl.store(data + 16, acc)
+        tl.debug_barrier()                          # the sum lands before the flag
+        if SETS_FLAG:
+            tl.atomic_xchg(flag, 1, sem="release")
+    else:
+        r = dl.symm_at(flag, 0)
+        while tl.atomic_add(r, 0, sem="acquire") == 0:
+            if FORM == 0:
+                tl.atomic_add(cnt, 1)               # its rounds, counted in memory; nobody reads them
+            else:
+                tl.store(cnt, tl.load(cnt) + 1)
+        tl.store(out, tl.load(dl.symm_at(data, 0) + 16))
+
+
+def _counting(sets_flag, form):
+    flag = triton_dist.symm_tensor((16,), torch.int32)
+    data = triton_dist.symm_tensor((32,), torch.int32)
+    data[:16] = 1
+    cnt = torch.zeros(16, dtype=torch.int32)
+    out = torch.full((1,), -1, dtype=torch.int32)
+    triton_dist.barrier()
+    _counted_poll[(1,)](flag, data, cnt, out, LOADS=LOADS, SETS_FLAG=sets_flag, FORM=form)
+    triton_dist.barrier()
+    return out.item(), int(cnt[0]) > 0
+
+
+@pytest.mark.parametrize("form,runs", [
+    (0, (("pct", range(10)), ("explore", (1, 4)), ("free", (None,)), ("random", (0,)))),
+    (1, (("pct", range(3)), ("explore", (1,)), ("free", (None,))))])
+def test_a_poll_that_counts_its_rounds_in_memory_passes_pct_and_explore(short_pct, form, runs):
+    for schedule, seeds in runs:
+        for seed in seeds:
+            res = triton_dist.launch(_counting, True, form, world_size=2, schedule=schedule, seed=seed, timeout=120)
+            assert res.values[1][0] == LOADS, (form, schedule, seed, res.values)   # the producer's sum
+
+
+@pytest.mark.parametrize("schedule,seed,form", [("pct", 0, 0), ("explore", 1, 1), ("free", None, 0), ("free", None, 1)])
+def test_a_counting_poll_of_a_flag_nobody_sets_is_a_deadlock(short_pct, quick_watchdog, schedule, seed, form):
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(_counting, False, form, world_size=2, schedule=schedule, seed=seed, timeout=90)
+    text = str(ei.value)
+    assert "timed out" not in text, text
+    assert "rank 1 core 0: polls with atomics at test_trust_round4_sim.py:" in text, text
+    assert "sees 0 every time, writing only a count of its rounds, which nothing reads" in text, text
+
+
+@triton.jit
+def _heartbeat(flag, cnt, N: tl.constexpr):
+    # rank 0 waits until rank 1 has counted N rounds, then sets the flag rank 1's loop waits for:
+    # the count IS read, so the counting loop must keep running (no deadlock)
+    if dl.rank() == 0:
+        while tl.atomic_add(dl.symm_at(cnt, 1), 0, sem="acquire") < N:
+            pass
+        tl.atomic_xchg(flag, 1, sem="release")
+    else:
+        while tl.atomic_add(dl.symm_at(flag, 0), 0, sem="acquire") == 0:
+            tl.atomic_add(cnt, 1)
+
+
+def _read_count():
+    flag = triton_dist.symm_tensor((16,), torch.int32)
+    cnt = triton_dist.symm_tensor((16,), torch.int32)
+    triton_dist.barrier()
+    _heartbeat[(1,)](flag, cnt, N=40)
+    triton_dist.barrier()
+    return int(cnt[0])
+
+
+def test_a_count_another_task_reads_keeps_counting(short_pct):
+    for schedule, seeds in (("pct", range(4)), ("explore", (1, 4)), ("free", (None,)), ("random", (0,))):
+        for seed in seeds:
+            res = triton_dist.launch(_read_count, world_size=2, schedule=schedule, seed=seed, timeout=120)
+            assert res.values[1] >= 40, (schedule, seed, res.values)

@@ -18,7 +18,10 @@ baton on.  No kernel runs then (every host is in the collective), so nothing esc
 the schedule.
 
 A task spinning in a wait counts as blocked until something is written anywhere: polling
-again before that can only see the same value (this is also what lets PCT's priorities
+again before that can only see the same value (a spin whose only writes count its rounds,
+sim/spin.py, writes nothing that counts here: `silent_line` holds that count's cache line
+while it spins, and another task's access to the line wakes it and makes its next writes
+count, so a task that does read the count is never left waiting for it) (this is also what lets PCT's priorities
 starve a waiter long enough to expose bugs like the barrier's missing +1 rule).
 Deadlock and livelock: when no task is runnable, or every runnable task is spinning
 and each has polled since the last write anywhere (so nothing can ever change what it
@@ -42,6 +45,7 @@ from triton_dist.symbols import CACHE_LINE_BYTES
 
 from .. import affinity, dma
 from ..board import cut, text
+from ..spin import silent_now
 
 EVENTS = 4096                # size of the shared event ring
 FREE, RUNNABLE, BLOCKED, DONE, COLLECTIVE = range(5)
@@ -54,7 +58,7 @@ WAKE_CHECK_SECONDS = 0.5     # a task sleeping for the baton checks this often t
 # words of the shared header (uint64): generator state, decision hash, counters
 RNG, DIGEST, SEED, STEPS, EPOCH, SWITCHES, RECORDS = range(7)
 # signed words: who holds the baton, collective bookkeeping
-CURRENT, ARRIVED, LEAVING = range(3)
+CURRENT, ARRIVED, LEAVING, SILENT = range(4)     # SILENT: slots with a silent_line
 
 # value: a signal value above 2**63 (uint64 signals) is kept as its int64 bit pattern, wide = 1
 # seen: what a load read or a wait saw when it was satisfied (has_seen: filled in after the
@@ -117,7 +121,8 @@ class SharedSchedule:
         n = self.n = world_size * self.per_rank
         layout = [("u", np.uint64, 8), ("i", np.int64, 4), ("state", np.int64, n), ("spinning", np.int64, n),
                   ("poll_epoch", np.uint64, n), ("polled_at", np.uint64, n), ("prio", np.int64, n),
-                  ("last_line", np.int64, n), ("waits_on", np.int64, n), ("live_cores", np.int64, n)]
+                  ("last_line", np.int64, n), ("waits_on", np.int64, n), ("live_cores", np.int64, n),
+                  ("silent_line", np.int64, n), ("silent_read", np.int64, n)]
         size = sum(np.dtype(t).itemsize * k for _, t, k in layout) + EVENT.itemsize * EVENTS \
             + 8 * 2 * world_size * world_size * P2P_TAGS
         self._mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
@@ -135,6 +140,7 @@ class SharedSchedule:
         self.sems = [mp.get_context("fork").Semaphore(0) for _ in range(n)]
         self.lock = mp.get_context("fork").Lock()
         self.i[CURRENT] = -1
+        self.silent_line[:] = -1
         self.u[RNG] = self.u[SEED] = seed & MASK64
         self.u[DIGEST] = 0xCBF29CE484222325
 
@@ -413,6 +419,8 @@ class DeterministicScheduler:
         me = self._my_slot()
         sh = self.sh
         sh.spinning[me] = 0
+        if sh.i[SILENT]:
+            self._silent_point(me, addr)
         if me == self.host_slot:
             sh.u[EPOCH] += 1          # host code may have written anything
         self._record(me, op, addr, value)
@@ -432,13 +440,42 @@ class DeterministicScheduler:
         return bool(bit)
 
     def wrote(self):
+        # a spin's count of its rounds wakes nobody, unless another task read it (sim/spin.py)
+        if silent_now() and not self.sh.silent_read[self._my_slot()]:
+            return
         self.sh.u[EPOCH] += 1
+
+    def _set_silent(self, me: int, line: int) -> None:
+        sh = self.sh
+        was = sh.silent_line[me] >= 0
+        sh.silent_line[me] = line
+        sh.i[SILENT] += int(line >= 0) - int(was)
+
+    def _silent_point(self, me: int, addr: int) -> None:
+        """A point of task me: it no longer spins silently; an access of a line another task
+        spins silently on (it counts its rounds there) wakes that task: someone reads the count."""
+        sh = self.sh
+        if sh.silent_line[me] >= 0:
+            self._set_silent(me, -1)
+        if addr and sh.i[SILENT]:
+            hit = (sh.silent_line == addr // LINE_BYTES) & (sh.spinning == SPINS) & (sh.state == RUNNABLE)
+            hit[me] = False
+            if hit.any():
+                sh.silent_read[hit] = 1
+                sh.u[EPOCH] += 1
 
     def spin(self, waiter):
         dma.drain()                   # a waiting core's pipes drain (sim/dma.py)
         me = self._my_slot()
         sh = self.sh
-        sh.spinning[me] = SPINS
+        line = getattr(waiter, "silent_line", -1)
+        if line >= 0 or sh.silent_line[me] >= 0:
+            self._set_silent(me, line)
+        # a task already waiting on that line reads the count: its writes count, and it is no
+        # spinner (it runs on, its next write wakes the reader)
+        read = line >= 0 and bool(((sh.waits_on == line) & (sh.spinning == SPINS) & (sh.state == RUNNABLE)).any())
+        sh.silent_read[me] = int(read)
+        sh.spinning[me] = 0 if read else SPINS
         sh.poll_epoch[me] = sh.u[EPOCH]
         sh.waits_on[me] = waiter.addr // LINE_BYTES if waiter.addr else -1
         self._record(me, "spin " + waiter.op, waiter.addr, int(waiter.seen or 0), waiter.where)
@@ -494,6 +531,8 @@ class DeterministicScheduler:
             sh.state[s] = RUNNABLE
             sh.spinning[s] = 0
             sh.last_line[s] = sh.waits_on[s] = -1
+            if sh.silent_line[s] >= 0:      # left by a core that failed while it spun
+                self._set_silent(s, -1)
             self.on_new_task(s)
         sh.live_cores[host] = len(slots)
         sh.state[host] = BLOCKED
@@ -528,6 +567,8 @@ class DeterministicScheduler:
                 return
             finally:
                 self._local.slot = None
+            if sh.silent_line[s] >= 0:
+                self._set_silent(s, -1)
             sh.state[s] = DONE
             sh.u[EPOCH] += 1
             sh.live_cores[host] -= 1
