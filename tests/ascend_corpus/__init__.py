@@ -23,7 +23,7 @@ import torch
 import triton_dist  # noqa: F401  (on stock triton it provides triton.language.extra.cann.extension: sim/compat/cann.py)
 
 FAMILIES = ("elementwise", "norms", "activations", "shapes", "cube_vector", "gathers", "sorts", "slices", "sampling",
-            "attention", "gemm", "rope", "state", "logits")
+            "attention", "gemm", "rope", "state", "logits", "scatters")
 # the repositories whose kernels the corpus is written like (Case.style = one of these + a path)
 TA = "triton-lang/triton-ascend: "
 VA = "vllm-project/vllm-ascend: "
