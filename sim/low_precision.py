@@ -20,14 +20,15 @@ What the NPU does (AscendNPU-IR, commit 52f96a13):
   :105-249: CastOpPattern; :256- LoopedCastOpPattern for loop-carried values) removes an
   f32 -> bf16 -> f32 pair whose down-cast is such a cast: a legalized op's f32 result feeds the
   next legalized op, a user's `.to(tl.float32)` and the next loop iteration unrounded; only
-  what leaves the chain (a store, a select, a broadcast or reshape, a user's down-cast) is
-  rounded.  Measured with bishengir-compile (ascendnpu-ir 1.2.0, --target=Ascend910B4, the
+  what leaves the chain (a store, a select, a reshape or trans, a user's down-cast) is
+  rounded (a broadcast keeps the f32 value: measured below).  Measured with bishengir-compile (ascendnpu-ir 1.2.0, --target=Ascend910B4, the
   IR after convert-hivm-to-std): bf16 `x * y + z` is vcast, vmul f32, vadd f32, one vcast back;
   `(a + b).to(tl.float32) * 3` multiplies the f32 sum, not the stored bf16; a bf16 accumulator
   `acc += tl.load(...)` in a loop is carried as f32 and rounded once at the store.  So each
   bf16 result here keeps its f32 value beside its bits (handle.attr[SHADOW]); the ops
-  above read it, every other op (select, splat, broadcast, reshape, store, atomics, casts to
-  other types) sees the rounded bits.
+  above read it, expand_dims/broadcast carry it (`h[None, :] * c` multiplies the f32 h), every
+  other op (select, splat, reshape, trans, store, atomics, casts to other types: each measured
+  or outside LegalizeBF16) sees the rounded bits.
 - float8 (e5m2, e4m3fn): `hfusion-legalize-fp8` (LegalizeFP8.cpp) computes through f32 too,
   without contract flags; the simulator rounds every float8 result (the NPU's chains of float8
   ops: inferred, not verified; Ascend910B4 has no float8).
@@ -260,6 +261,20 @@ def _print(orig):
     return create_print
 
 
+def _keeps_shadow(orig):
+    """expand_dims and broadcast move a bf16 result's f32 value along with its bits (measured:
+    `h[None, :] * c` of a bf16 sum h multiplies the f32 sum; a reshape or a trans rounds it first,
+    so those drop it).  One dict look-up for every other handle (pointers among them)."""
+    def op(self, arg, how):
+        out = orig(self, arg, how)
+        shadow = arg.attr.get(SHADOW)
+        if shadow is not None:
+            out.attr[SHADOW] = orig(self, TensorHandle(shadow, tl.float32), how).data
+        return out
+    op.__wrapped__ = orig
+    return op
+
+
 # which builder methods are wrapped, and how
 _BINARY = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem", "create_precise_divf",
            "create_minimumf", "create_minnumf", "create_maximumf", "create_maxnumf")
@@ -273,7 +288,7 @@ WRAPPED = {**{name: lambda orig: _rounded(orig, 2) for name in _BINARY},
            **{name: _compared for name in _COMPARED},
            "create_fp_trunc": _fp_trunc, "create_fp_ext": _fp_ext, "create_si_to_fp": _int_to_fp,
            "create_ui_to_fp": _int_to_fp, "create_fp_to_fp": _fp_to_fp, "create_atomic_rmw": _atomic_rmw,
-           "create_print": _print}
+           "create_print": _print, "create_expand_dims": _keeps_shadow, "create_broadcast": _keeps_shadow}
 # wrapped where the builder has them (create_sort: stock triton gets it from sim/cann_device.py,
 # triton-ascend brings its own, which sorts bit patterns as well)
 WRAPPED_IF_PRESENT = {"create_sort": _sort,

@@ -122,7 +122,8 @@ def test_binary_ops_and_comparisons_match_torch(name):
 # Measured with bishengir-compile (ascendnpu-ir 1.2.0, --target=Ascend910B4, `triton-dist
 # npu-compile --keep`, the IR after convert-hivm-to-std): x * y + z is vcast, vmul f32, vadd f32,
 # one vcast back; (a + b).to(tl.float32) * 3 multiplies the unrounded f32 sum; a bf16 loop
-# accumulator is carried as f32 and rounded at the store.
+# accumulator is carried as f32 and rounded at the store; h[None, :] * c multiplies the f32 h
+# (a broadcast keeps it), a tl.where and a trans round it (vsel, transpose on bf16).
 
 @triton.jit
 def chain_kernel(a, b, c, o, of, K, N: tl.constexpr):
@@ -138,6 +139,9 @@ def chain_kernel(a, b, c, o, of, K, N: tl.constexpr):
     for k in range(K):
         acc += tl.load(c + r)
     tl.store(o + 2 * N + r, acc)                           # K additions, one rounding
+    r2 = tl.arange(0, 2)[:, None] * N + r[None, :]
+    tl.store(of + 3 * N + r2, (h[None, :] * tl.zeros((2, N), tl.bfloat16) + h[None, :]).to(tl.float32))  # broadcast: f32
+    tl.store(of + 5 * N + r2, tl.trans(tl.trans(h[None, :].broadcast_to(2, N))).to(tl.float32))  # trans rounds
 
 
 def test_bf16_chains_round_where_the_npu_compiler_rounds():
@@ -147,9 +151,9 @@ def test_bf16_chains_round_where_the_npu_compiler_rounds():
     K = 64
 
     def body():
-        o, of = torch.zeros(3 * N, dtype=torch.bfloat16), torch.zeros(3 * N)
+        o, of = torch.zeros(3 * N, dtype=torch.bfloat16), torch.zeros(7 * N)
         chain_kernel[(1,)](x, y, z, o, of, K, N=N)
-        return o.view(3, N), of.view(3, N)
+        return o.view(3, N), of.view(7, N)
     o, of = _run(body)
     f = lambda t: t.float()                                # noqa: E731
     _same_bits(o[0], (f(x) * f(y) + f(z)).bfloat16())
@@ -158,6 +162,8 @@ def test_bf16_chains_round_where_the_npu_compiler_rounds():
     assert torch.equal(of[0], (f(x) + f(y)) * 3.0)
     assert not torch.equal(of[0], f(x + y) * 3.0)
     assert torch.equal(of[1], f(x + y)) and torch.equal(of[2], f(x + y))
+    assert torch.equal(of[3], f(x) + f(y)) and torch.equal(of[4], f(x) + f(y))
+    assert torch.equal(of[5], f(x + y)) and torch.equal(of[6], f(x + y))
     acc = torch.zeros(N)
     for _ in range(K):
         acc = acc + f(z)
