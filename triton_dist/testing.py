@@ -157,7 +157,9 @@ def first_difference(a, b, *, rtol=None, atol=None, path=""):
             return path, None, _kind(a), _kind(b), "a numpy value on one backend only, or an array against a scalar"
         return _array_difference(np.asarray(a), np.asarray(b), rtol, atol, path, scalar=not isinstance(a, np.ndarray))
     if isinstance(a, dict) and isinstance(b, dict):
-        if type(a) is not type(b) or set(a) != set(b):       # as dict ==: the keys, not their order
+        if type(a) is not type(b):
+            return path, None, _kind(a), _kind(b), "mappings of different types"
+        if set(a) != set(b):                # as dict ==: the keys, not their order
             return path, None, f"keys {list(a)}", f"keys {list(b)}", "dicts with different keys"
         for k in a:
             d = first_difference(a[k], b[k], rtol=rtol, atol=atol, path=f"{path}[{k!r}]")
