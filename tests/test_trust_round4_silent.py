@@ -2,16 +2,24 @@
 normalised once.  Each case is checked on both sides (refused / accepted) against an outside
 oracle: numpy or torch for values, the range a schedule's seed has (an unsigned 64-bit word of
 the shared schedule state) for seeds."""
+import math
+import os
+import pathlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
-import triton_dist
+import triton_dist  # noqa: F401  (the simulator's backend installs the extension module where none is)
+from triton.language.extra.cann import extension as al  # noqa: E402
+from triton_dist import registry, testing
 from triton_dist.errors import TritonDistError
 from triton_dist.sim.schedulers import explore
+from triton_dist.testing import BackendsDisagree, compare
 
 
 # --- seeds: one range, checked once, the member named is the member that ran ---------------------
@@ -61,12 +69,6 @@ def test_cli_refuses_out_of_range_seeds_before_running(tmp_path, capsys):
 
 # --- compare: every value type a launch returns; unknown tolerance keys refused --------------------
 
-import math  # noqa: E402
-import os  # noqa: E402
-import pathlib  # noqa: E402
-
-from triton_dist import registry, testing  # noqa: E402
-from triton_dist.testing import BackendsDisagree, compare  # noqa: E402
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -136,10 +138,6 @@ def test_unknown_tolerance_keys_are_refused_before_launching(simtwin):
 
 
 # --- slices and element reads: in bounds as numpy says, out of bounds refused with the line -------
-
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-from triton.language.extra.cann import extension as al  # noqa: E402
 
 
 @triton.jit
