@@ -66,7 +66,8 @@ def check_element(op, shape, index) -> None:
 def check_inserted(shape, sizes) -> None:
     if list(shape) != [int(n) for n in sizes]:
         raise TritonDistError(f"{context.kernel_line()}: insert_slice: the inserted tile is {list(shape)}, the sizes "
-                              f"say {[int(n) for n in sizes]}; they must be equal (MLIR's insert_slice verifier refuses "
+                              f"say {[int(n) for n in sizes]}; they must be equal (MLIR's insert_slice verifier "
+                              f"refuses "
                               f"them otherwise: 'size mismatch'; numpy would broadcast).  Fix: sizes = the inserted "
                               f"tile's shape")
 
@@ -117,8 +118,9 @@ def _checked_gather(orig):
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
             raise TritonDistError(
-                f"{context.kernel_line()}: tl.gather: index {int(idx[at])} (at {list(at)} of the index tile) is outside "
-                f"0..{n - 1}, the {n} elements of axis {axis} of the source; {int(bad.sum())} of {idx.size} indices are.  "
+                f"{context.kernel_line()}: tl.gather: index {int(idx[at])} (at {list(at)} of the index tile) is "
+                f"outside 0..{n - 1}, the {n} elements of axis {axis} of the source; {int(bad.sum())} of {idx.size} "
+                f"indices are.  "
                 f"Triton's interpreter would count a negative index from the end; on a device what it reads is "
                 f"undefined.  Fix: keep every index in 0..{n - 1} (clamp it, or mask the gathered value with tl.where)")
         return orig(self, src, indices, axis)

@@ -97,8 +97,8 @@ def check_tolerances(rtol, atol, what="compare") -> None:
             if key is not None and _key_name(key) not in tolerance_keys():
                 raise TritonDistError(
                     f"{what}: {name} has the key {key!r}, which names no floating dtype, so it would apply to "
-                    f"nothing; key it by one of these dtypes (a torch or numpy dtype, or its name): {', '.join(tolerance_keys())} (integers and "
-                    f"booleans are compared exactly)")
+                    f"nothing; key it by one of these dtypes (a torch or numpy dtype, or its name): "
+                    f"{', '.join(tolerance_keys())} (integers and booleans are compared exactly)")
             if value is None and key is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
