@@ -42,7 +42,7 @@ from triton.language import semantic as _semantic_mod
 from triton.runtime import interpreter as _interp
 
 from triton_dist import kernel_launches
-from triton_dist.language import ascend_math
+from triton_dist.language import ascend_math, ascend_rules  # ascend_rules: the NPU's dtype/op rules
 
 from . import access, context, memory
 from . import low_precision, tile_slices
@@ -583,4 +583,5 @@ def install() -> None:
     tile_slices.install(B)            # tl.gather: an index outside the axis refused (numpy would wrap -1)
     low_precision.install(B)          # bf16/fp8 computed on their values (after the device ops: sort)
     ascend_math.install()             # triton-ascend's dtypes for tl.exp & co. on simulated cores
+    ascend_rules.install(S, B, lambda: context.core() is not None, context.kernel_line, context.kernel_frame)
     _installed = True

@@ -1,0 +1,205 @@
+"""The Ascend NPU's dtype and op rules that its compilers do not enforce: one table, checked on the
+simulator's program instances.
+
+Each rule is a limit triton-ascend's own documentation states for Atlas A2/A3 (the 910B/910_93
+chips the simulator models), at triton-lang/triton-ascend commit
+a84b1eb52b6215e2c171632f2df0892f1003cfc8 (files below).  Measured with this repository's tools
+(triton-adapter-opt 3.2.0 + bishengir-compile 1.2.0, `triton-dist npu-compile`, Ascend910B4): the
+compilers refuse fp64 arithmetic and fp64 atomic_add themselves, and ACCEPT every other twin kernel
+below (int64 atomic_add/max, atomic_or/xchg/cas in a for loop, uint32 shifts, permute (2, 1, 0),
+gather on axis 0): there the table is what catches the kernel before an NPU does.  What an NPU
+does with those accepted kernels is the documentation's word ("not supported"), not measured here;
+FlagTree #1121 measured uint16/uint32 `>>` giving sign-extended results on an Ascend910B4-1.
+
+Deliberately not rules (no false alarms; docs/ascend_rules.md says why for each): tl.arange of
+int64 (Triton's arange is always int32), dot on int64/fp64 (stock Triton's frontend refuses those
+already), tl.cumsum of i1 (stock Triton 3.5+ and triton-ascend's main line promote it to int32
+first, standard.py:351, and the compilers accept it), atomics' `sem` (the NPU runs every atomic
+as acq_rel and treats other values as acq_rel, outline.md:136: stronger, never wrong), atomics in
+a `while` loop (the spin-lock of Triton's own test_core.py; no source says how an NPU runs it).
+
+`install(semantic_class, builder_class, active, where)` wraps the few frontend entry points the
+rules need; `active()` says whether the calling thread runs a simulated program instance (the
+rules are silent elsewhere: a GPU compile, npu-compile's trace, which gets the real compilers'
+verdict) and `where()` names the kernel line.  The simulator passes both (sim/interp.py), so
+this module imports nothing of it.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import textwrap
+from dataclasses import dataclass
+
+from triton_dist.errors import TritonDistError
+
+TA = "triton-ascend a84b1eb5"
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    what: str            # what the NPU does not take
+    source: str          # where that is stated
+    compilers: str       # what the real 3.2.0/1.2.0 compilers say of the twin kernel (measured)
+    fix: str
+
+
+RULES = {r.name: r for r in (
+    Rule("fp64", "fp64 arithmetic (Atlas A2/A3 and Ascend950 have no fp64 vector unit)",
+         f"{TA} docs/zh/triton_api/Linear_Algebra_Ops/dot.md:35-37, Indexing_Ops/gather.md:38-40 "
+         "('fp64: hardware limitation'); triton-ascend PR #2313's op_dtype_config.py lists fp64 unsupported on "
+         "a2 and a5",
+         "refused by bishengir-compile: 'hivm.hir.vmul' op failed to verify that operand ... should have element "
+         "type ... 32-bit float or 64-bit signless integer",
+         "compute in float32 (x.to(tl.float32)), or keep fp64 data on the host"),
+    Rule("atomic_int64", "atomic_add, atomic_max and atomic_min on int64/uint64 (and fp64) elements",
+         f"{TA} docs/zh/triton_api/Atomic_Ops/atomic_add.md:44-46 ('missing int64, fp64'), "
+         "Atomic_Ops/atomic_max.md:44-46, atomic_min.md; docs/sources/python-api/outline.md:95,98-99",
+         "int64: accepted by both compilers (the rule catches it); fp64: refused by bishengir-compile "
+         "('hivm.hir.atomic_rmw' op failed to verify ... element type)",
+         "use an int32 (or float32) counter, or accumulate per program and store once"),
+    Rule("atomic_in_loop", "atomic_or/xor/and/xchg/cas inside a for loop",
+         f"{TA} docs/sources/python-api/outline.md:138 ('not yet supported in a loop')",
+         "accepted by both compilers (the rule catches it)",
+         "do the atomic once after the loop (combine the loop's values in a tensor first), or use atomic_add/"
+         "max/min, which the docs allow in loops"),
+    Rule("unsigned_shift", "<< and >> on unsigned integers (uint8/16/32/64) on Atlas A2/A3",
+         f"{TA} docs/zh/triton_api/Logical_Ops/lshift.md:37,54 and rshift.md:37,54; triton-ascend PR #1364 "
+         "(A2/A3 lack uint8-uint64 shifts); FlagTree #1121 (uint16/uint32 >> sign-extends on Ascend910B4-1)",
+         "accepted by both compilers (the rule catches it)",
+         "shift a signed integer of a wider type and mask (v.to(tl.int64) >> s) & MASK, or bitcast to the signed "
+         "type of the same width where the top bit is known clear"),
+    Rule("permute_210", "permute/trans of a 3-D tile with dims (2, 1, 0) (a swap of non-adjacent axes)",
+         f"{TA} docs/sources/python-api/outline.md:126,128,140,142",
+         "accepted by both compilers (the rule catches it)",
+         "two adjacent swaps: tl.permute(tl.permute(x, (1, 0, 2)), (0, 2, 1)) then (1, 0, 2) as needed, or load "
+         "the tile already in the order wanted"),
+    Rule("gather_axis", "tl.gather on an axis other than the last",
+         f"{TA} docs/sources/python-api/outline.md:124 ('only axis = n-1')",
+         "accepted by both compilers (the rule catches it)",
+         "gather along the last axis: permute/trans the tile so the gathered axis is last, gather, permute back"),
+)}
+
+_UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+_LOOP_ATOMICS = ("atomic_or", "atomic_xor", "atomic_and", "atomic_xchg", "atomic_cas")
+_WIDE_ATOMICS = ("atomic_add", "atomic_max", "atomic_min")
+# the interpreter builder's floating-point compute (its fp64 arithmetic): element-wise and math
+_FP_BUILDER_OPS = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem", "create_fma",
+                   "create_exp", "create_exp2", "create_log", "create_log2", "create_sqrt", "create_rsqrt",
+                   "create_sin", "create_cos", "create_erf", "create_floor", "create_ceil", "create_precise_sqrt",
+                   "create_precise_divf", "create_minimumf", "create_maximumf", "create_minnumf", "create_maxnumf")
+
+
+class AscendRuleError(TritonDistError):
+    """A kernel uses a dtype or op the Ascend NPU does not take (the message names the rule's source)."""
+
+
+def refusal(rule: str, where: str, detail: str) -> AscendRuleError:
+    r = RULES[rule]
+    return AscendRuleError(f"{where}: {detail}: the Ascend NPU does not take {r.what} ({r.source}); the real "
+                           f"compilers: {r.compilers}.  Fix: {r.fix}")
+
+
+def _name(dtype) -> str:
+    return getattr(dtype, "name", str(dtype))
+
+
+def _element(ptr):
+    ty = getattr(ptr, "type", None)
+    scalar = getattr(ty, "scalar", ty)
+    return getattr(scalar, "element_ty", None)
+
+
+@functools.lru_cache(maxsize=None)
+def _for_bodies(code) -> tuple:
+    """(first, last) source lines of every `for` loop body of a kernel's code object."""
+    try:
+        lines, start = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return ()
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and node.body:
+            out.append((node.body[0].lineno + start - 1, node.body[-1].end_lineno + start - 1))
+    return tuple(out)
+
+
+def _in_for_loop(frame) -> bool:
+    return frame is not None and any(a <= frame.f_lineno <= b for a, b in _for_bodies(frame.f_code))
+
+
+_installed = False
+
+
+def install(semantic_class, builder_class, active, where, frame=lambda: None) -> None:
+    """Check the rules where `active()` (a simulated program instance); `where()` names the kernel line and
+    `frame()` gives the kernel's frame (for the loop rule).  Once per process."""
+    global _installed
+    if _installed:
+        return
+    S, B = semantic_class, builder_class
+
+    def wrap(owner, name, check):
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+
+        @functools.wraps(original)
+        def checked(*args, **kwargs):
+            if active():
+                check(*args, **kwargs)
+            return original(*args, **kwargs)
+        setattr(owner, name, checked)
+
+    def wide_atomic(op):
+        def check(self, ptr, val, *rest, **kw):
+            elem = _element(ptr)
+            if elem is not None and _name(elem) in ("int64", "uint64", "fp64"):
+                raise refusal("atomic_int64", where(), f"tl.{op} on {_name(elem)} elements")
+        return check
+
+    def loop_atomic(op):
+        def check(self, *args, **kw):
+            if _in_for_loop(frame()):
+                raise refusal("atomic_in_loop", where(), f"tl.{op} inside a for loop")
+        return check
+
+    def shift(op):
+        def check(self, input, other, *rest, **kw):
+            for v in (input, other):
+                ty = getattr(v, "type", None)
+                if ty is not None and _name(getattr(ty, "scalar", ty)) in _UNSIGNED:
+                    raise refusal("unsigned_shift", where(), f"{op} of {_name(ty.scalar)}")
+        return check
+
+    def permute(self, input, dims, *rest, **kw):
+        d = tuple(int(getattr(x, "value", x)) for x in dims)
+        if d == (2, 1, 0):
+            raise refusal("permute_210", where(), f"permute/trans with dims {d}")
+
+    def gather(self, src, index, axis, *rest, **kw):
+        a = int(getattr(axis, "value", axis))
+        rank = len(getattr(src.type, "shape", ()) or ())
+        if rank and a % rank != rank - 1:
+            raise refusal("gather_axis", where(), f"tl.gather on axis {a} of a {rank}-D tile")
+
+    def fp64(*args, **kw):
+        for a in args[1:]:
+            if _name(getattr(a, "dtype", None)) == "fp64":
+                raise refusal("fp64", where(), "fp64 arithmetic")
+
+    for op in _WIDE_ATOMICS:
+        wrap(S, op, wide_atomic(op))
+    for op in _LOOP_ATOMICS:
+        wrap(S, op, loop_atomic(op))
+    wrap(S, "shl", shift("<<"))
+    wrap(S, "lshr", shift(">>"))
+    wrap(S, "ashr", shift(">>"))
+    wrap(S, "permute", permute)
+    wrap(S, "gather", gather)
+    for name in _FP_BUILDER_OPS:
+        wrap(B, name, fp64)
+    _installed = True
