@@ -273,3 +273,29 @@ def test_a_tiled_dot_runs_the_final_module_with_nz_fractal_buffers():
     (errs, stage), = triton_dist.launch(_matmul, world_size=1, backend="hivm").values
     assert stage == "convert-hivm-to-std"
     assert errs[0] < 1e-4 and errs[1] < 2e-2, errs
+
+
+@triton.jit
+def dot_relu(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    c = tl.dot(tl.load(a_ptr + rm[:, None] * K + rk[None, :]), tl.load(b_ptr + rk[:, None] * N + rn[None, :]))
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.maximum(c * 2.0, 0.0))
+
+
+def _mix():
+    from triton_dist.backend_ascend.cpu_run import backend as hivm
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(16, 16, generator=g), torch.randn(16, 16, generator=g)
+    c = torch.full((16, 16), float("nan"))
+    dot_relu[(3,)](a, b, c, M=16, N=16, K=16)
+    return (c.double() - torch.relu(2 * (a.double() @ b.double()))).abs().max().item(), hivm.STAGES["dot_relu"]
+
+
+def test_a_mix_kernel_runs_its_cube_and_vector_halves_with_their_flags():
+    # hivm-split-mix-kernel: _mix_aic (dot, fixpipe to the workspace, sync_block_set) and _mix_aiv on both
+    # vector cores (sync_block_wait, the epilogue with bit-packed bool masks for the NaN handling of maximum)
+    (err, stage), = triton_dist.launch(_mix, world_size=1, backend="hivm").values
+    assert stage == "convert-hivm-to-std"
+    assert err < 1e-5

@@ -125,8 +125,12 @@ def _program(launch, built, grid):
 
     def program(**_interpreted_args):
         c = context.core()
+        split = getattr(c, "split", None)
+        if native.mix and ((split is not None and split.core_type != "cube") or getattr(c, "sub_vec", 0)):
+            return      # the simulator made one instance per core of the block: the native block runs once, in the first
         x, y, z = c.grid_idx
-        args.run_block(x * gy * gz + y * gz + z, blocks, getattr(c, "sub_vec", 0), getattr(c, "sub_blocks", 1))
+        args.run_block(x * gy * gz + y * gz + z, blocks, getattr(c, "sub_vec", 0), getattr(c, "sub_blocks", 1),
+                       thread_init=lambda: context.set_core(c))
 
     # the simulator reads the kernel's source through these (mix kernel? sub_vec_id? sync_block flags?)
     for attr in ("__code__", "__globals__", "__name__", "__qualname__", "__module__", "__defaults__"):

@@ -53,6 +53,7 @@ class BlockState:
     source_access: object = None                       # callable(arg name) -> source lines (runner.py)
     kernel: str = ""
     calls: int = 0
+    flags: object = None                               # runner.BlockFlags of a mix kernel's block
 
     def fail(self, e: BaseException) -> None:
         if self.fault is None:

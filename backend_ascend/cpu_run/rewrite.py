@@ -107,17 +107,58 @@ def pointer_casts(text: str, sizes: dict) -> str:
     return _insert_decls(text, decls)
 
 
+# mix kernels (hivm-split-mix-kernel: <name>_mix_aic and <name>_mix_aiv): the cross-core flags become
+# calls the runner answers per block (runner.BlockFlags); the FFTS base address has no CPU meaning
+_SYNC = re.compile(r"^(\s*)hivm\.hir\.sync_block_(set|wait)\[<(CUBE|VECTOR)>, <(\w+)>, <(\w+)>\] flag = (\d+|%[\w.]+)"
+                   r"(?: ffts_base_addr = %[\w.]+)?\s*$", re.M)
+
+
+def _type_of(text: str, value: str, before: int) -> str:
+    """The result type of `value` as defined last before offset `before` (SSA names repeat per function)."""
+    defs = [m for m in re.finditer(r"^\s*" + re.escape(value) + r" = .*?(\w+)\s*$", text, re.M) if m.start() < before]
+    if not defs:
+        raise RewriteError(f"the type of the sync_block flag {value} is not found in the compiled module")
+    return defs[-1].group(1)
+
+
+def cross_core_flags(text: str) -> str:
+    text = re.sub(r"^\s*hivm\.hir\.set_ffts_base_addr %[\w.]+\s*\n", "", text, flags=re.M)
+    n = [0]
+
+    def rep(m):
+        ind, op, core, _p1, _p2, flag = m.groups()
+        n[0] += 1
+        c = f"%__hivm_sb{n[0]}"
+        if flag.startswith("%"):        # a flag id computed at run time: widened to i64 as the extern takes it
+            ty = _type_of(text, flag, m.start())
+            conv = {"i64": None, "index": "arith.index_cast"}.get(ty, "arith.extui")
+            flag_def = (f"{ind}{c}_f = {conv} {flag} : {ty} to i64\n" if conv else "")
+            fval = f"{c}_f" if conv else flag
+        else:
+            flag_def, fval = f"{ind}{c}_f = arith.constant {flag} : i64\n", f"{c}_f"
+        return (f"{flag_def}{ind}{c}_c = arith.constant {int(core == 'VECTOR')} : i64\n"
+                f"{ind}func.call @__hivm_sync_block_{op}({c}_c, {fval}) : (i64, i64) -> ()")
+
+    text = _SYNC.sub(rep, text)
+    left = re.search(r".*hivm\.hir\.sync_block_(?:set|wait).*", text)
+    if left:
+        raise RewriteError("a sync_block form the CPU run does not handle: " + left.group(0).strip())
+    decls = {f"  func.func private @__hivm_sync_block_{op}(i64, i64)" for op in ("set", "wait")
+             if f"@__hivm_sync_block_{op}(" in text}
+    return _insert_decls(text, decls)
+
+
 def c_interface_prefix(text: str) -> str:
     def fix(m):
         line = m.group(0)
         return re.sub(r",?\s*llvm\.emit_c_interface", "", line).replace("attributes {, ", "attributes {")
-    return re.sub(r"^\s*func\.func private @_mlir_ciface_\w+\(.*$", fix, text, flags=re.M)
+    return re.sub(r"^\s*func\.func private @_mlir_ciface_[\w.]+\(.*$", fix, text, flags=re.M)
 
 
 def rewrite(text: str) -> str:
     """All rewrites, in order."""
     sizes = target_sizes(text)
-    return c_interface_prefix(pointer_casts(block_ops(text), sizes))
+    return c_interface_prefix(cross_core_flags(pointer_casts(block_ops(text), sizes)))
 
 
 # after lowering: each space's global is addressed through an extern call (one buffer per core)

@@ -17,7 +17,9 @@ import ast
 import ctypes
 import inspect
 import os
+import re
 import textwrap
+import threading
 
 import numpy as np
 
@@ -68,6 +70,20 @@ def _space_base(space):
     return lambda: M.space_base(space)
 
 
+def _sync_set(core, flag):
+    s = M.state()
+    if s.flags is None:
+        raise Unsupported("sync_block_set in a kernel that is no mix pair: the hivm backend cannot run it yet")
+    s.flags.set("vector" if core else "cube", int(flag), s.sub_block)
+
+
+def _sync_wait(core, flag):
+    s = M.state()
+    if s.flags is None:
+        raise Unsupported("sync_block_wait in a kernel that is no mix pair: the hivm backend cannot run it yet")
+    s.flags.wait("vector" if core else "cube", int(flag), s.sub_block, s)
+
+
 _BLOCK_FNS = {"__hivm_block_idx": lambda s: s.block, "__hivm_block_num": lambda s: s.blocks,
               "__hivm_sub_block_idx": lambda s: s.sub_block, "__hivm_sub_block_num": lambda s: s.sub_blocks}
 
@@ -82,12 +98,17 @@ class Native:
             fn = None
             if name.startswith("__hivm_space_base_"):
                 fn = _space_base(name[len("__hivm_space_base_"):])
+            elif name in ("__hivm_sync_block_set", "__hivm_sync_block_wait"):
+                fn = _sync_set if name.endswith("set") else _sync_wait
             elif name.rsplit("_", 1)[0] in _BLOCK_FNS:
                 get = _BLOCK_FNS[name.rsplit("_", 1)[0]]
                 fn = (lambda g: lambda: g(M.state()))(get)
             elif name.startswith(PREFIX):
-                bare = name[len(PREFIX):]
-                fn = (shmem.handler(bare, params, (built.externs or {}).get(bare))
+                # hivm-split-mix-kernel names each half's copy of a wrapper <name>.cube / <name>.vector
+                # (linked to that core's wrapper variant on an NPU): one host implementation serves both
+                bare = re.sub(r"\.(cube|vector)$", "", name[len(PREFIX):])
+                fn = (shmem.handler(bare, params, (built.externs or {}).get(name[len(PREFIX):])
+                                         or (built.externs or {}).get(bare))
                       or templates.handler(bare, params))
                 if fn is None:
                     self.unknown.append(bare)
@@ -99,10 +120,18 @@ class Native:
             cb = proto(_guard(fn, restype, params))
             self._callbacks.append(cb)
             symbols[name] = ctypes.cast(cb, ctypes.c_void_p).value
-        self.compiled = jit.compile_ir(built.ll, symbols, [built.kernel])
-        ret, params = jit.definition(built.ll, built.kernel)
-        self.entry = ctypes.CFUNCTYPE(None, *[jit.ctype(t) for t in params])(self.compiled.address(built.kernel))
-        self.entry_types = params
+        parts = built.parts or {"": built.kernel}
+        exports = list(parts.values()) + ([built.workspace_fn] if built.workspace_fn else [])
+        self.compiled = jit.compile_ir(built.ll, symbols, exports)
+        self.entries = {}
+        for core, fname in parts.items():
+            ret, params = jit.definition(built.ll, fname)
+            self.entries[core] = ctypes.CFUNCTYPE(None, *[jit.ctype(t) for t in params])(self.compiled.address(fname))
+        self.mix = set(parts) == {"aic", "aiv"}
+        self.workspace_per_block = 0
+        if built.workspace_fn:     # the module's infer_workspace_shape_function: bytes each block uses
+            self.workspace_per_block = int(ctypes.CFUNCTYPE(ctypes.c_int64)(
+                self.compiled.address(built.workspace_fn))())
 
 
 def _memref_words(ptr, numel):
@@ -129,11 +158,12 @@ class LaunchArgs:
             if "ffts_base_address" in ty:
                 values.append(0)
             elif "sync_block_lock" in ty or "workspace" in ty:
-                n = LOCK_BYTES if "sync_block_lock" in ty else WORKSPACE_BYTES
+                blocks = int(np.prod(grid))
+                n = LOCK_BYTES if "sync_block_lock" in ty else max(WORKSPACE_BYTES, native.workspace_per_block * blocks)
                 buf = np.zeros(n, dtype=np.uint8)
                 self._keep.append(buf)
                 self.buffers.append(M.Buffer(buf.ctypes.data, buf.ctypes.data + n, "the launch's " +
-                                             ("sync-block lock" if n == LOCK_BYTES else "workspace")))
+                                             ("sync-block lock" if "sync_block_lock" in ty else "workspace")))
                 values += _memref_words(buf.ctypes.data, n)
             elif i >= len(params) - 3:
                 values.append(int(grid[i - (len(params) - 3)]))
@@ -167,18 +197,113 @@ class LaunchArgs:
                                                f"compiled code still accesses it" if mask else "") + ")")
         return " Source: " + "; ".join(parts) + "."
 
-    def run_block(self, block: int, blocks: int, sub_block: int = 0, sub_blocks: int = 1) -> dict:
-        s = M.BlockState(block=block, sub_block=sub_block, blocks=blocks, sub_blocks=sub_blocks,
-                         buffers=self.buffers, sizes=self.native.built.sizes, kernel=self.kernel,
-                         source_access=self.source_lines)
+    def _state(self, block, blocks, sub_block, sub_blocks, flags=None):
+        return M.BlockState(block=block, sub_block=sub_block, blocks=blocks, sub_blocks=sub_blocks,
+                            buffers=self.buffers, sizes=self.native.built.sizes, kernel=self.kernel,
+                            source_access=self.source_lines, flags=flags)
+
+    def _run(self, core, s):
         M.set_state(s)
         try:
-            self.native.entry(*self.values)
+            self.native.entries[core](*self.values)
         finally:
             M.set_state(None)
-        if s.fault is not None:
-            raise s.fault
-        return {"calls": s.calls}
+
+    def run_block(self, block: int, blocks: int, sub_block: int = 0, sub_blocks: int = 1, thread_init=None) -> dict:
+        """Run program `block`.  A mix kernel's block runs as its AI core does: the cube part and
+        VECTOR_PER_CUBE vector parts (sub-blocks) at once, handing sync_block flags (BlockFlags);
+        thread_init() is called first in each thread this starts (the caller's per-thread context)."""
+        if not self.native.mix:
+            s = self._state(block, blocks, sub_block, sub_blocks)
+            self._run("", s)
+            if s.fault is not None:
+                raise s.fault
+            return {"calls": s.calls}
+        flags = BlockFlags(VECTOR_PER_CUBE, self.kernel, block)
+        states = [self._state(block, blocks, 0, 1, flags)] + [
+            self._state(block, blocks, v, VECTOR_PER_CUBE, flags) for v in range(VECTOR_PER_CUBE)]
+        cores = ["aic"] + ["aiv"] * VECTOR_PER_CUBE
+
+        def part(core, s):
+            if thread_init is not None:
+                thread_init()
+            try:
+                self._run(core, s)
+            finally:
+                if s.fault is not None:
+                    flags.abort()
+                flags.ended(core, s.sub_block)
+
+        threads = [threading.Thread(target=part, args=(c, s), name=f"hivm-{self.kernel}-b{block}-{c}{s.sub_block}",
+                                    daemon=True) for c, s in zip(cores[1:], states[1:])]
+        for t in threads:
+            t.start()
+        part(cores[0], states[0])          # the cube part in the caller's thread
+        for t in threads:
+            t.join()
+        faults = [s.fault for s in states if s.fault is not None]
+        real = [f for f in faults if not isinstance(f, FlagAborted)]
+        if faults:
+            raise (real or faults)[0]
+        return {"calls": sum(s.calls for s in states)}
+
+
+VECTOR_PER_CUBE = 2       # an Atlas A2 AI core: 1 cube + 2 vector cores (sim/device.py, NPUTargetSpec.td)
+FLAG_WAIT_S = float(__import__("os").environ.get("TRITON_DIST_HIVM_FLAG_TIMEOUT", "60"))
+
+
+class FlagAborted(TritonDistError):
+    """Another part of the block failed: this wait gives up (the block reports that part's fault)."""
+
+
+class BlockFlags:
+    """The cross-core flags of one block of a mix kernel, as the simulator models them
+    (sim/core_split.py: counters per receiving core; a cube->vector set adds one to every vector
+    core's flag, a vector->cube set to the cube's flag of that vector core; a wait takes one, the
+    cube's one of each vector core)."""
+
+    def __init__(self, nvec, kernel, block):
+        self.nvec, self.kernel, self.block = nvec, kernel, block
+        self.counts = {}
+        self.done = set()
+        self.aborted = False
+        self.cv = threading.Condition()
+
+    def set(self, setter, flag, sub):
+        with self.cv:
+            if setter == "cube":
+                for v in range(self.nvec):
+                    self.counts[("vector", v, flag)] = self.counts.get(("vector", v, flag), 0) + 1
+            else:
+                self.counts[("cube", sub, flag)] = self.counts.get(("cube", sub, flag), 0) + 1
+            self.cv.notify_all()
+
+    def wait(self, waiter, flag, sub, state):
+        keys = [("vector", sub, flag)] if waiter == "vector" else [("cube", v, flag) for v in range(self.nvec)]
+        with self.cv:
+            ok = self.cv.wait_for(lambda: self.aborted or all(self.counts.get(k, 0) > 0 for k in keys), FLAG_WAIT_S)
+            if self.aborted:
+                raise FlagAborted("another core of the block failed")
+            if not ok:
+                other = "cube" if waiter == "vector" else "vector"
+                gone = [c for c in self.done if c[0] == other]
+                raise M.DeviceFault(
+                    f"kernel {self.kernel}, block {self.block}: the {waiter} core{'' if waiter == 'cube' else f' {sub}'} "
+                    f"waits for cross-core flag {flag} (sync_block_wait), which the {other} core "
+                    f"{'ended without setting' if gone else 'has not set'} in {FLAG_WAIT_S:g} s: the compiled mix "
+                    f"kernel's halves deadlock (TRITON_DIST_HIVM_FLAG_TIMEOUT sets the wait)")
+            for k in keys:
+                self.counts[k] -= 1
+
+    def ended(self, core, sub):
+        with self.cv:
+            self.done.add(("cube" if core == "aic" else "vector", sub))
+            self.cv.notify_all()
+
+    def abort(self):
+        with self.cv:
+            self.aborted = True
+            self.cv.notify_all()
 
 
 def _accesses(fn):

@@ -35,8 +35,12 @@ class Built:
     stage: str            # the bishengir-compile pass the run module was taken after
     ll: str               # LLVM IR
     entry: list           # the entry's MLIR parameters, in order: ("memref"|"i64"|"i32"|..., attribute text)
+    # the device functions to run per block: {"": name} for a vector- or cube-only kernel, {"aic": name,
+    # "aiv": name} for a mix kernel (hivm-split-mix-kernel), and its workspace function, if any
     sizes: dict           # on-chip space sizes (rewrite.target_sizes)
     externs: dict = None  # declared function (bare name) -> per parameter: memref element type or None
+    parts: dict = None
+    workspace_fn: str = ""
     cached: bool = False
 
 
@@ -59,14 +63,26 @@ def _code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-_ENTRY = re.compile(r"func\.func @(\w+)\((.*)\) attributes \{[^\n]*hacc\.entry", re.M)
+_ENTRY = re.compile(r"func\.func @(\w+)\((.*)\) attributes \{([^\n]*hacc\.entry[^\n]*)", re.M)
 
 
 def entry_params(text: str):
-    m = _ENTRY.search(text)
-    if m is None:
+    """(kernel name, parameters, parts, workspace function) of the compiled module's device entries."""
+    found = list(_ENTRY.finditer(text))
+    if not found:
         raise rewrite.RewriteError("the compiled module has no hacc.entry function")
-    return m.group(1), _param_kinds(m.group(2))
+    parts = {}
+    for m in found:
+        core = re.search(r"hivm\.func_core_type = #hivm\.func_core_type<(\w+)>", m.group(3))
+        mix = "hivm.part_of_mix" in m.group(3)
+        parts["" if not mix else core.group(1).lower()] = m.group(1)
+    if len(found) > 1 and set(parts) != {"aic", "aiv"}:
+        raise rewrite.RewriteError(f"the compiled module has device entries {sorted(parts.values())}, not one kernel "
+                                   f"or one mix pair")
+    name = found[0].group(1)
+    base = re.sub(r"_mix_ai[cv]$", "", name)
+    ws = re.search(r"func\.func @(\w+_infer_workspace_shape_function)\(\)", text)
+    return base, _param_kinds(found[0].group(2)), parts, ws.group(1) if ws else ""
 
 
 def _param_kinds(text: str) -> list:
@@ -78,7 +94,7 @@ def _param_kinds(text: str) -> list:
     return params
 
 
-_DECL = re.compile(r"^\s*func\.func private @(?:_mlir_ciface_)?(\w+)\((.*?)\)(?: -> ([^{]*))? attributes", re.M)
+_DECL = re.compile(r"^\s*func\.func private @(?:_mlir_ciface_)?([\w.]+)\((.*?)\)(?: -> ([^{]*))? attributes", re.M)
 
 
 def extern_types(text: str) -> dict:
@@ -124,7 +140,7 @@ def _cached(path):
             meta = json.load(f)
         with open(path + ".ll") as f:
             return Built(meta["kernel"], meta["stage"], f.read(), [tuple(p) for p in meta["entry"]],
-                         meta["sizes"], meta["externs"], cached=True)
+                         meta["sizes"], meta["externs"], meta["parts"], meta["workspace_fn"], cached=True)
     except (OSError, ValueError, KeyError):
         return None
 
@@ -134,13 +150,19 @@ def _build(fn, signature, constexprs, target, options, tools, path):
                                           tools=tools)
     if text is None:
         raise CompileRefused(outcome.report())
-    name, params = entry_params(text)
-    sizes = rewrite.target_sizes(text)
-    llvm_dialect = rewrite.per_core_spaces(lower.to_llvm_dialect(rewrite.rewrite(text), lower.bishengir_opt(
-        tools.compiler)))
-    built = Built(name, FINAL, lower.to_llvm_ir(llvm_dialect), params, sizes, extern_types(text))
+    try:
+        name, params, parts, ws = entry_params(text)
+        sizes = rewrite.target_sizes(text)
+        llvm_dialect = rewrite.per_core_spaces(lower.to_llvm_dialect(rewrite.rewrite(text), lower.bishengir_opt(
+            tools.compiler)))
+        built = Built(name, FINAL, lower.to_llvm_ir(llvm_dialect), params, sizes, extern_types(text), parts, ws)
+    except (rewrite.RewriteError, lower.LoweringFailed) as e:
+        with open(path + ".failed.mlir", "w") as f:      # the module it could not run, for the report
+            f.write(text)
+        raise type(e)(f"{e}\n(the compiled module, after {FINAL}: {path}.failed.mlir)") from e
     for ext, data in ((".ll", built.ll), (".json", json.dumps({"kernel": name, "stage": FINAL, "entry": params,
-                                                                 "sizes": sizes, "externs": built.externs}))):
+                                                                 "sizes": sizes, "externs": built.externs,
+                                                                 "parts": parts, "workspace_fn": ws}))):
         part = f"{path}{ext}.{os.getpid()}.part"
         with open(part, "w") as f:
             f.write(data)

@@ -81,11 +81,56 @@ def _scalar(value, dtype):
     return dtype.type(value)
 
 
+class Bits:
+    """A bool memref in UB: one bit per element, element i at bit (offset + i*stride) of the aligned
+    pointer, least significant bit first (Vector/CmpSel/Cmp1D.cpp:129-145 set_result_bit,
+    Vector/VecUtils.h:1493-1505 get_condition_bit; v1.2.0).  PlanMemory sizes i1 buffers so
+    (memref<8x16xi1> takes 32 bytes)."""
+
+    def __init__(self, ptr, rank, what):
+        self.v = M.view(ptr, rank, 1)
+        n = int(np.prod(self.v.sizes)) if self.v.sizes else 1
+        if n and not self.v.empty:
+            idx = np.indices(self.v.sizes).reshape(len(self.v.sizes), -1)
+            self.pos = self.v.offset + sum(i * st for i, st in zip(idx, self.v.strides))
+            lo, hi = int(self.pos.min()) // 8, int(self.pos.max()) // 8 + 1
+            span = M.View(self.v.aligned, lo, (hi - lo,), (1,), 1, self.v.allocated)
+            M.check_ub(span, what, vector=False)
+            self.bytes = span.array(np.uint8)
+            self.lo = lo
+        else:
+            self.pos = np.zeros(0, dtype=np.int64)
+
+    def get(self):
+        if not len(self.pos):
+            return np.zeros(self.v.sizes, dtype=np.bool_)
+        b = self.bytes[self.pos // 8 - self.lo]
+        return ((b >> (self.pos % 8)) & 1).astype(np.bool_).reshape(self.v.sizes)
+
+    def set(self, values):
+        values = np.broadcast_to(np.asarray(values, dtype=np.bool_), self.v.sizes).ravel()
+        for p, x in zip(self.pos, values):       # set_result_bit, bit by bit
+            byte, bit = p // 8 - self.lo, p % 8
+            self.bytes[byte] = (self.bytes[byte] | (1 << bit)) if x else (self.bytes[byte] & ~(1 << bit) & 0xFF)
+
+
 class Call:
     """One template call: its descriptors as numpy views, checked."""
 
     def __init__(self, name, rank, dtype):
         self.name, self.rank, self.dtype = name, rank, storage(dtype)
+
+    def read(self, ptr, dtype=None):
+        """An operand's values (a bool operand unpacked from its bits)."""
+        if (dtype if dtype is not None else self.dtype) in (np.bool_, np.dtype(np.bool_)):
+            return Bits(ptr, self.rank, f"{self.name} operand").get()
+        return self.ub(ptr, dtype)
+
+    def write(self, ptr, values, dtype=None):
+        if (dtype if dtype is not None else self.dtype) in (np.bool_, np.dtype(np.bool_)):
+            Bits(ptr, self.rank, f"{self.name} result").set(values)
+        else:
+            self.ub(ptr, dtype)[...] = values
 
     def ub(self, ptr, dtype=None, rank=None, vector=True):
         dt = storage(dtype) if dtype is not None else self.dtype
@@ -191,7 +236,7 @@ def handler(name: str, params: list):
         dt, rank = DTYPES[m[1]], int(m[2])
 
         def brc(value, dst):
-            Call(name, rank, dt).ub(dst)[...] = _scalar(value, dt)
+            Call(name, rank, dt).write(dst, _scalar(value, dt))
         return brc
     m = re.fullmatch(r"arange_(\d)d_" + _T, name)
     if m:
@@ -221,8 +266,8 @@ def handler(name: str, params: list):
 
         def cmp(a, b, dst):
             c = Call(name, rank, dt)
-            rhs = _scalar(b, dt) if scalar else c.ub(b)
-            c.ub(dst, np.bool_)[...] = f(c.ub(a), rhs)
+            rhs = _scalar(b, dt) if scalar else c.read(b)
+            c.write(dst, f(c.read(a), rhs), np.bool_)
         return cmp
     m = re.fullmatch(r"vsel_(vv|vs|sv|ss)_(\d)d_(?:bool_)?" + _T, name)    # bf16: selects bits
     if m:
@@ -230,9 +275,9 @@ def handler(name: str, params: list):
 
         def sel(cond, a, b, dst, _tmp=None):
             c = Call(name, rank, dt)
-            x = c.ub(a) if form[0] == "v" else _scalar(a, dt)
-            y = c.ub(b) if form[1] == "v" else _scalar(b, dt)
-            c.ub(dst)[...] = np.where(c.ub(cond, np.bool_), x, y)
+            x = c.read(a) if form[0] == "v" else _scalar(a, dt)
+            y = c.read(b) if form[1] == "v" else _scalar(b, dt)
+            c.write(dst, np.where(c.read(cond, np.bool_), x, y))
         return sel
     m = re.fullmatch(r"vcast_" + _T + "_to_" + _T + r"_(\d)d(?:_with_mode|_with_overflow(?:_no_size_align)?|"
                      r"_with_temp)?", name)
@@ -249,24 +294,24 @@ def handler(name: str, params: list):
             def vs(a, b, dst, _tmp=None):
                 c = Call(name, rank, dt)
                 if form == "vs":
-                    out = f(c.ub(a), _scalar(b, dt))
+                    out = f(c.read(a), _scalar(b, dt))
                 else:
-                    out = f(_scalar(a, dt), c.ub(b))
-                c.ub(dst)[...] = out
+                    out = f(_scalar(a, dt), c.read(b))
+                c.write(dst, out)
             return _with_errstate(vs)
         if op in BINARY:
             f = BINARY[op]
 
             def vv(a, b, dst, _tmp=None):
                 c = Call(name, rank, dt)
-                c.ub(dst)[...] = f(c.ub(a), c.ub(b))
+                c.write(dst, f(c.read(a), c.read(b)))
             return _with_errstate(vv)
         if op in UNARY:
             f = UNARY[op]
 
             def v(a, dst, _tmp=None):
                 c = Call(name, rank, dt)
-                c.ub(dst)[...] = f(c.ub(a))
+                c.write(dst, f(c.read(a)))
             return _with_errstate(v)
     return None
 
@@ -282,8 +327,11 @@ def _cast(name, src_t, dst_t, rank, nparams):
     def run(src, dst, *rest):
         mode = int(rest[-1]) if rest else 0
         c = Call(name, rank, src_t)
-        x = c.ub(src)
+        x = c.read(src)
         x = bf16_to_f32(x) if src_t is BF16 else x
+        if dst_t is np.bool_:
+            Call(name, rank, dst_t).write(dst, x != 0)
+            return
         d = Call(name, rank, dst_t).ub(dst)
         if dst_t is BF16:
             d[...] = f32_to_bf16(x.astype(np.float32))
