@@ -68,9 +68,10 @@ def _value_key(v):
         return repr(inner)
     if isinstance(inner, tuple) and all(isinstance(x, _SCALARS) for x in inner):
         return repr(inner)
-    if (type(inner).__module__ or "").startswith("triton.language"):      # a global dtype (DTYPE = tl.float16)
-        return f"{type(inner).__name__}:{inner!r}"
-    return None
+    import triton.language as tl
+    if isinstance(inner, tl.dtype):         # a global dtype (DTYPE = tl.float16); by its name, a stable text
+        return f"dtype:{inner}"
+    return None                             # anything else: no stable text (a default repr holds an address)
 
 
 class _Walk:

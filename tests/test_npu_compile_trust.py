@@ -514,3 +514,23 @@ def test_a_tool_that_cannot_be_started_is_exit_2_with_one_line(broken, tmp_path,
     monkeypatch.setenv(env, str(junk))
     rc, out, err = _cli(capsys, *ADD, "-c", "BLOCK=64")
     assert rc == 2 and "cannot be run" in err and len(err.splitlines()) == 1, out + err
+
+
+_OPAQUE = None
+
+
+@triton.jit
+def reads_an_opaque_global(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) + (1 if _OPAQUE is None else 2))
+
+
+def test_the_source_key_is_the_same_in_every_process(monkeypatch):
+    """Under the simulator a kernel's globals hold objects without a stable text (its interpreter
+    semantic: a repr with an address); keyed by that, every process had its own key and the disk cache
+    never answered (test_npu_compile.py's two-session test).  Two objects of that kind: one key."""
+    from triton_dist.backend_ascend.source_key import source_key
+    opaque = type("Semantic", (), {"__module__": "triton.language.semantic"})
+    monkeypatch.setitem(globals(), "_OPAQUE", opaque())
+    first = source_key(reads_an_opaque_global)
+    monkeypatch.setitem(globals(), "_OPAQUE", opaque())
+    assert source_key(reads_an_opaque_global) == first
