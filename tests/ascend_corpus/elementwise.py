@@ -70,6 +70,21 @@ def _exp_add_run(x0, x1):
     return y
 
 
+# style: triton-lang/triton-ascend third_party/ascend/tutorials/06-demo-autotune.py (without its mask: a user bug)
+@triton.autotune(configs=[triton.Config({"XS": 1024}), triton.Config({"XS": 1536})], key=["numel"])
+@triton.jit
+def exp_unmasked_kernel(out_ptr, in_ptr, numel, XS: tl.constexpr):
+    idx = tl.program_id(0) * XS + tl.arange(0, XS)          # no mask: right only when XS divides numel
+    tl.store(out_ptr + idx, tl.math.exp(tl.load(in_ptr + idx)))
+
+
+def _exp_unmasked_run(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    exp_unmasked_kernel[lambda meta: (triton.cdiv(n, meta["XS"]),)](y, x, n)
+    return y
+
+
 # style: sgl-project/sgl-kernel-npu python/sgl_kernel_npu/sgl_kernel_npu/norm/add_rmsnorm_bias.py (int8 quant store)
 @triton.jit
 def quant_int8_kernel(x_ptr, scale_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -131,6 +146,13 @@ CASES = [
           # 65536 fp32 per block: the config users meet first as a UB overflow
           Compile({"out_ptr0": "*fp32", "in_ptr0": "*fp32", "in_ptr1": "*fp32", "numel": "i32"}, {"XS": 65536},
                   expect="ub overflow")], **FP32_MATH),
+    # the second config reads past the tensor (4096 is no multiple of 1536): the simulator names that config
+    Case("exp_autotuned_config_without_mask", TA + "third_party/ascend/tutorials/06-demo-autotune.py",
+         exp_unmasked_kernel, lambda: dict(x=randn(4096, 5)), _exp_unmasked_run, None,
+         [Compile({"out_ptr": "*fp32", "in_ptr": "*fp32", "numel": "i32"}, {"XS": 1024}),
+          Compile({"out_ptr": "*fp32", "in_ptr": "*fp32", "numel": "i32"}, {"XS": 1536})],
+         sim_error=r"autotuned kernel exp_unmasked_kernel, configs\[1\] \(XS=1536\): .*load of float32 at offset "
+                   r"16384 of tensor argument 'in_ptr' of exp_unmasked_kernel is out of bounds"),
     Case("quant_int8_saturate", SGL + "python/sgl_kernel_npu/sgl_kernel_npu/norm/add_rmsnorm_bias.py",
          quant_int8_kernel, _quant_inputs, _quant_run,
          lambda x, scale: (x * scale).clamp(-128, 127).to(torch.int8),
