@@ -34,7 +34,7 @@ def simulator_cell(case) -> str:
     import test_ascend_corpus as T
     import triton_dist
     try:
-        T.check_on_simulator(case)
+        reported = T.check_on_simulator(case)
     except AssertionError as e:
         seed = re.search(r"\(random schedule, seed (\d+)\)", str(e))
         if " differs from torch" in str(e) or " != torch" in str(e):
@@ -43,7 +43,7 @@ def simulator_cell(case) -> str:
     except triton_dist.RankError as e:
         return f"**unexpected**: {_first_line(str(e).replace('rank 0 raised ', ''))}"
     if case.sim_error:
-        return "reports the read before the tensor (as it must)"
+        return f"reports, as it must: {_first_line(reported, 200)}"
     return "matches torch" + (f" under {len(case.seeds)} seeds" if case.seeds else "")
 
 

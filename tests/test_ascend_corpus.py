@@ -83,8 +83,9 @@ def check_on_simulator(case):
         try:
             run_on_simulator(case)
         except triton_dist.RankError as e:
-            assert re.search(case.sim_error, str(e)), str(e)
-            return
+            found = re.search(case.sim_error, str(e))
+            assert found, str(e)
+            return found.group(0)
         raise AssertionError(f"{case.name}: the simulator reported nothing; expected /{case.sim_error}/")
     for seed in case.seeds or (None,):
         inputs, (got, seen) = run_on_simulator(case, seed)
