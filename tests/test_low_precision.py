@@ -198,6 +198,44 @@ def test_bf16_reduction_feeds_the_next_op_as_the_npu_compiler_does():
     assert o[4].item() == 3.046875                         # 1.015625 (the tie to even) * 3
 
 
+@triton.jit
+def compiled_chain_kernel(a, b, c, o, of, K, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x, y, z = tl.load(a + r), tl.load(b + r), tl.load(c + r)
+    tl.store(o + 0 * N + r, x * y + z)
+    h = x + y
+    tl.store(o + 1 * N + r, h)
+    tl.store(o + 2 * N + r, tl.exp(h * 0.5))
+    tl.store(of + 0 * N + r, h.to(tl.float32) * 3.0)
+    tl.store(of + 1 * N + r, tl.where(r >= 0, h, 0.0).to(tl.float32))
+    acc = tl.zeros((N,), tl.bfloat16)
+    for k in range(K):
+        acc += tl.load(c + r)
+    tl.store(o + 3 * N + r, acc)
+
+
+def test_bf16_chains_match_the_compiled_kernel_run_on_the_cpu():
+    """The outside oracle for the chain rules: the same kernel compiled by the real compilers and
+    run on the CPU (backend "hivm", docs/ascend.md) gives the simulator's bits, value for value."""
+    from triton_dist.backend_ascend import toolchain
+    missing = toolchain.find().missing
+    if missing:
+        pytest.skip("; ".join(missing))
+    g = torch.Generator().manual_seed(14)
+    x, y = (1 + torch.rand(N, generator=g)).bfloat16(), (torch.rand(N, generator=g) / 64).bfloat16()
+    z = (torch.rand(N, generator=g) / 256).bfloat16()
+
+    def body():
+        dev = triton_dist.device()
+        o, of = torch.zeros(4 * N, dtype=torch.bfloat16, device=dev), torch.zeros(2 * N, device=dev)
+        compiled_chain_kernel[(1,)](x.to(dev), y.to(dev), z.to(dev), o, of, 16, N=N)
+        return o.cpu().view(torch.int16), of.cpu()
+    sim_o, sim_of = triton_dist.launch(body, world_size=1, backend="sim").values[0]
+    npu_o, npu_of = triton_dist.launch(body, world_size=1, backend="hivm").values[0]
+    assert torch.equal(sim_o, npu_o)
+    assert torch.equal(sim_of, npu_of)
+
+
 # ---- math functions -------------------------------------------------------------------------------
 # Stock Triton's frontend refuses bf16/fp16 for tl.exp & co. (triton/language/math.py
 # `_check_dtype(["fp32", "fp64"])`); triton-ascend's accepts bf16, fp16 and fp8 (its math.py
