@@ -54,6 +54,7 @@ class BlockState:
     kernel: str = ""
     calls: int = 0
     flags: object = None                               # runner.BlockFlags of a mix kernel's block
+    core: str = ""                                     # "aic" / "aiv": which half of a mix kernel
 
     def fail(self, e: BaseException) -> None:
         if self.fault is None:

@@ -223,6 +223,8 @@ class LaunchArgs:
         states = [self._state(block, blocks, 0, 1, flags)] + [
             self._state(block, blocks, v, VECTOR_PER_CUBE, flags) for v in range(VECTOR_PER_CUBE)]
         cores = ["aic"] + ["aiv"] * VECTOR_PER_CUBE
+        for c, st in zip(cores, states):
+            st.core = c
 
         def part(core, s):
             if thread_init is not None:

@@ -9,6 +9,11 @@ host side here reads the descriptor through that pointer.  Each call goes to
 the interface the simulator implements for interpreted kernels, so a compiled kernel's
 rank/notify/wait/put/get run on the same symmetric heaps and primitives (no import of the
 simulator's code).
+
+In a mix kernel both halves call the wrappers they hold (hivm-split-mix-kernel leaves a copy of
+each CUBE_AND_VECTOR call in each, `<name>.cube` / `<name>.vector`), and both run them here: the
+wrapper library is compiled from the same Shmem.cpp for the cube and the vector core
+(docs/ascend.md, "The aclshmem wrapper bitcode").  Inferred, not verified on an NPU.
 """
 from __future__ import annotations
 
