@@ -236,6 +236,34 @@ def test_bf16_chains_match_the_compiled_kernel_run_on_the_cpu():
     assert torch.equal(sim_of, npu_of)
 
 
+@triton.jit
+def compiled_reduce_kernel(a, o, M: tl.constexpr, N: tl.constexpr):
+    r = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    tl.store(o + m, tl.sum(tl.load(a + r), 1) * 3.0)                # a block: its f32 sums scaled (bf16)
+    tl.store(o + M, tl.sum(tl.load(a + n), 0) * 3.0)                 # a scalar: rounded first
+    tl.store(o + M + 1 + n, tl.cumsum(tl.load(a + n), 0))           # f32 running sums, each rounded
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_reductions_and_scans_match_the_compiled_kernel_run_on_the_cpu(name):
+    from triton_dist.backend_ascend import toolchain
+    missing = toolchain.find().missing
+    if missing:
+        pytest.skip("; ".join(missing))
+    dt, _ = DTYPES[name]
+    x = (torch.rand(4, N, generator=torch.Generator().manual_seed(3)) * 4).to(dt)
+
+    def body():
+        o = torch.zeros(4 + 1 + N, dtype=dt, device=triton_dist.device())
+        compiled_reduce_kernel[(1,)](x.flatten().to(o.device), o, M=4, N=N)
+        return o.cpu().view(torch.int16)
+    sim = triton_dist.launch(body, world_size=1, backend="sim").values[0]
+    npu = triton_dist.launch(body, world_size=1, backend="hivm").values[0]
+    assert torch.equal(sim, npu), (sim, npu)
+
+
 # ---- math functions -------------------------------------------------------------------------------
 # Stock Triton's frontend refuses bf16/fp16 for tl.exp & co. (triton/language/math.py
 # `_check_dtype(["fp32", "fp64"])`); triton-ascend's accepts bf16, fp16 and fp8 (its math.py
