@@ -2,7 +2,7 @@
 
 triton-adapter-opt 3.2.0 parses the TTIR of its own frontend (Triton 3.2 with triton-ascend's
 triton_patch).  Stock Triton 3.5-3.7 prints the same forms for what the kernels here use; 3.8
-and 3.9 print three of them differently, and the adapter then fails to *parse* the module,
+and 3.9 print four of them differently, and the adapter then fails to *parse* the module,
 which is no verdict on the kernel.  Each form is rewritten to what 3.2's frontend emits for
 the same source, read in triton-lang/triton-ascend at commit 8edbaaed2ad70ffae4beb033707d4d52dc15a9b1
 (what the 3.2.0 wheel was built from; docs/ascend.md):
@@ -26,6 +26,9 @@ the same source, read in triton-lang/triton-ascend at commit 8edbaaed2ad70ffae4b
   fp32 (triton_patch/python/triton_patch/language/semantic.py:121-124): `arith.extf` to f32, then
   `arith.truncf` (rtne, the default rounding) to the destination.  Other rounding modes stay
   tt.fp_to_fp, as 3.2 emits them too (semantic.py:115-119).
+- tl.debug_barrier.  3.9 prints `ttg.barrier all` (the adapter: "Dialect `ttg' not found for custom op
+  'ttg.barrier'"); 3.2's builder makes `gpu.barrier` (triton_patch/python/src/ir.cc:1696-1697,
+  create_barrier -> mlir::gpu::BarrierOp), as stock 3.5-3.7 print it.
 
 Whatever else of a newer Triton the adapter cannot parse is caught by the pipeline (a parse of
 the module with no passes) and reported as "cannot lower" (exit 2), never as a refusal.
@@ -46,6 +49,7 @@ _MAKE_DESC_TYPES = re.compile(r"(?P<head>\btt\.make_tensor_descriptor\b.*:\s*<[^
 _FP_TO_FP = re.compile(r"^(?P<indent>\s*)(?P<res>%[\w.$-]+)\s*=\s*tt\.fp_to_fp\s+(?P<src>%[\w.$#-]+)\s*,\s*"
                        r"rounding\s*=\s*rtne\s*:\s*(?P<st>\S+)\s*->\s*(?P<dt>\S+?)(?P<tail>\s+loc\(.*\))?\s*$")
 _HALF = ("f16", "bf16")
+_TTG_BARRIER_ALL = re.compile(r"^(?P<indent>\s*)ttg\.barrier\s+all(?P<tail>\s+loc\(.*\))?\s*$")
 
 
 def _cache_policy(line: str) -> str:
@@ -115,6 +119,11 @@ def to_320(ttir: str) -> tuple:
             new = _BARE_DESC.sub(lambda m: f"!tt.tensordesc<tensor<{m['body']}>>", new)
             if new != prev:
                 done.append("tensordesc")
+        if "ttg.barrier" in new:
+            m = _TTG_BARRIER_ALL.match(new)
+            if m is not None:
+                new = f"{m['indent']}gpu.barrier{m['tail'] or ''}"
+                done.append("barrier")
         if "tt.fp_to_fp" in new:
             cast = _fp_to_fp(new)
             if cast is not None:

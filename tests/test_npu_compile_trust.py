@@ -94,6 +94,14 @@ def descriptor_copy(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs[:, None] * BLOCK + offs[None, :], d.load([0, 0]))
 
 
+@triton.jit
+def store_then_barrier(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+    tl.debug_barrier()
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+
 APPLY_SIG = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
 
 
@@ -222,6 +230,24 @@ TTIR_39 = {
   }
 }
 """,
+    "store_then_barrier": """module {
+  tt.func public @store_then_barrier(%arg0: !tt.ptr<f32>) attributes {noinline = false} {
+    %cst = arith.constant dense<1.000000e+00> : tensor<64xf32>
+    %cst_0 = arith.constant dense<2.000000e+00> : tensor<64xf32>
+    %0 = tt.make_range {end = 64 : i32, start = 0 : i32} : tensor<64xi32>
+    %1 = tt.splat %arg0 : !tt.ptr<f32> -> tensor<64x!tt.ptr<f32>>
+    %2 = tt.addptr %1, %0 : tensor<64x!tt.ptr<f32>>, tensor<64xi32>
+    %3 = tt.load %2 : tensor<64x!tt.ptr<f32>>
+    %4 = arith.mulf %3, %cst_0 : tensor<64xf32>
+    tt.store %2, %4 : tensor<64x!tt.ptr<f32>>
+    ttg.barrier all
+    %5 = tt.load %2 : tensor<64x!tt.ptr<f32>>
+    %6 = arith.addf %5, %cst : tensor<64xf32>
+    tt.store %2, %6 : tensor<64x!tt.ptr<f32>>
+    tt.return
+  }
+}
+""",
 }
 
 
@@ -239,6 +265,8 @@ def test_the_39_forms_are_rewritten_as_triton_ascend_32_prints_them():
     text, forms = ttir_forms.to_320(_ttir("bf16_to_fp16"))
     assert forms == ["fp_to_fp"] and "tt.fp_to_fp" not in text
     assert "arith.extf %3 : tensor<64xbf16> to tensor<64xf32>" in text
+    text, forms = ttir_forms.to_320(_ttir("store_then_barrier"))
+    assert forms == ["barrier"] and "    gpu.barrier\n" in text and "ttg." not in text
     # a rounding mode 3.2 also emits as tt.fp_to_fp stays as it is
     rtz = "    %7 = tt.fp_to_fp %6, rounding = rtz : tensor<64xf32> -> tensor<64xf16>"
     assert ttir_forms.to_320(rtz) == (rtz, [])
@@ -258,7 +286,7 @@ def test_a_rewritten_cast_still_meets_the_ub_check():
 
 
 @needs_tools
-@pytest.mark.parametrize("name", ["cached_load", "descriptor_copy"])
+@pytest.mark.parametrize("name", ["cached_load", "descriptor_copy", "store_then_barrier"])
 def test_ttir_the_320_adapter_cannot_parse_is_cannot_lower_never_refused(name, monkeypatch):
     monkeypatch.setattr(ttir_forms, "to_320", lambda text: (text, []))     # as if no rewrite knew the form
     with pytest.raises(CannotLower) as e:
@@ -275,10 +303,11 @@ def test_on_stock_triton_38_and_39_the_kernels_compile_end_to_end(version):
     script = ("import sys; from triton_dist.cli import main; rc = [main(['npu-compile', f'{sys.argv[1]}::' + a, '-s', s,"
               " '-c', c]) for a, s, c in [('cached_load', 'x_ptr=*fp32,n=i32', 'BLOCK=64'),"
               " ('bf16_to_fp16', 'x_ptr=*bf16,y_ptr=*fp16', 'BLOCK=64'),"
-              " ('descriptor_copy', 'x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32', 'BLOCK=16')]]; print('RC', rc)")
+              " ('descriptor_copy', 'x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32', 'BLOCK=16'),"
+              " ('store_then_barrier', 'x_ptr=*fp32', 'BLOCK=64')]]; print('RC', rc)")
     proc = subprocess.run([py, "-W", "ignore", "-c", script, HERE], capture_output=True, text=True, timeout=600,
                           cwd=ROOT)
-    assert "RC [0, 0, 0]" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "RC [0, 0, 0, 0]" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 # --- arguments, targets, paths: exit 2 with one line, never a refusal ---------------------------------------
