@@ -300,3 +300,30 @@ def test_a_mix_kernel_runs_its_cube_and_vector_halves_with_their_flags():
     (err, stage), = triton_dist.launch(_mix, world_size=1, backend="hivm").values
     assert stage == "convert-hivm-to-std"
     assert err < 1e-5
+
+
+def _descriptor(base, offset, size, stride=1):
+    import ctypes
+    d = (ctypes.c_int64 * 5)(base, base, offset, size, stride)
+    return d, ctypes.addressof(d)
+
+
+def test_ub_checks_fault_beyond_the_core_and_on_a_misaligned_vector_operand_only():
+    # the detectors of memory.py on descriptors as the compiled module passes them (both sides of each)
+    import numpy as np
+    from triton_dist.backend_ascend.cpu_run import memory as M
+    ub = np.zeros(192 * 1024, dtype=np.uint8)
+    M.set_state(M.BlockState(spaces={"ub": ub}, sizes={"ub": len(ub), "ub_align": 32}, kernel="k"))
+    try:
+        base = ub.ctypes.data
+        keep, inside = _descriptor(base, 8, 64)                 # fp32 elements 8..71: byte 32, aligned
+        M.check_ub(M.view(inside, 1, 4), "vadd operand")
+        keep2, past = _descriptor(base, 49152 - 8, 64)          # runs 224 bytes past 192 KiB
+        with pytest.raises(M.DeviceFault, match="beyond the 192 KiB"):
+            M.check_ub(M.view(past, 1, 4), "vadd operand")
+        keep3, odd = _descriptor(base, 3, 64)                   # starts at byte 12
+        with pytest.raises(M.DeviceFault, match="unaligned UB VEC access"):
+            M.check_ub(M.view(odd, 1, 4), "vadd operand")
+        M.check_ub(M.view(odd, 1, 4), "a DMA destination", vector=False)   # DMA handles unaligned heads
+    finally:
+        M.set_state(None)
