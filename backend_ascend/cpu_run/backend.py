@@ -14,13 +14,23 @@ with its block index.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import threading
 
-from triton_dist import kernel_launches
-from triton_dist.sim.backend import SimBackend
+from triton_dist import kernel_launches, registry
+
+# The simulator, found by name as every backend is (no package imports another backend package:
+# tests/test_registry.py).  hivm is the simulator with compiled kernels: its host side, heaps and
+# device library are the simulator's, and it reads the simulator's per-thread program (which
+# block a core thread runs) from that backend's own package.
+SimBackend = registry.backend_class("sim")
+
+
+def _sim_context():
+    return importlib.import_module(SimBackend.__module__.rpartition(".")[0] + ".context")
 
 LOG_ENV = "TRITON_DIST_HIVM_LOG"     # path: one JSON line per kernel built (its stage, cached or not)
 
@@ -66,8 +76,7 @@ def _on_launch(launch) -> None:
     from triton_dist import backend
     if not issubclass(backend.kernel_backend_class(), HivmBackend):
         return
-    from triton_dist.sim import context
-    rt = context.current()
+    rt = _sim_context().current()
     if rt is not None and not getattr(rt, "_hivm_wrapped", False):
         rt.run_grid = _native_grid(rt.run_grid)
         rt._hivm_wrapped = True
@@ -114,7 +123,7 @@ def _log(record) -> None:
 
 def _program(launch, built, grid):
     """What the simulator's core runs for each program: the native block of that program."""
-    from triton_dist.sim import context
+    context = _sim_context()
 
     from .runner import LaunchArgs
     native, sig = built
