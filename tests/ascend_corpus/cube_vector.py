@@ -123,15 +123,17 @@ CASES = [
          lambda a, b: (a @ b).exp(),
          [Compile({"A_ptr": "*fp32", "B_ptr": "*fp32", "C_ptr": "*fp32", "TBuff_ptr": "*fp32"},
                   {"M": 2, "N": 5, "K": 3, "SUB_M": 1})], **FP32_MATH),
+    # 4 seeds of the random schedule: before sync_block_all drained the stores in flight (0c1cc5c), seeds 0-3
+    # showed the stale slot in each of these three kernels (measured: all_vector seed 2, all 2, all_sub_vector 0, 3)
     Case("sync_block_all_vector", TA + "third_party/ascend/unittest/pytest_ut/test_sync_block_all.py",
          neighbour_after_barrier_kernel, lambda: dict(n=6, mode="all_vector", event=9), _nb_run, _nb_ref,
          [Compile({"slots": "*i32", "out": "*i32"}, {"MODE": "all_vector", "EVENT": 9})],
-         seeds=tuple(range(8)), **EXACT),
+         seeds=tuple(range(4)), **EXACT),
     Case("sync_block_all_all", TA + "third_party/ascend/unittest/pytest_ut/test_sync_block_all.py",
          neighbour_after_barrier_kernel, lambda: dict(n=4, mode="all", event=10), _nb_run, _nb_ref,
-         [Compile({"slots": "*i32", "out": "*i32"}, {"MODE": "all", "EVENT": 10})], seeds=tuple(range(8)), **EXACT),
+         [Compile({"slots": "*i32", "out": "*i32"}, {"MODE": "all", "EVENT": 10})], seeds=tuple(range(4)), **EXACT),
     Case("sync_block_all_sub_vector", TA + "third_party/ascend/unittest/pytest_ut/test_sync_block_all.py",
          sub_vector_swap_kernel, lambda: dict(a=randn((4, 8), 75), b=randn((8, 16), 76)), _swap_run, _swap_ref,
          [Compile({"A_ptr": "*fp32", "B_ptr": "*fp32", "WS_ptr": "*fp32", "C_ptr": "*fp32"},
-                  {"M": 4, "N": 16, "K": 8}, expect="cannot lower")], seeds=tuple(range(8)), **FP32_MATH),
+                  {"M": 4, "N": 16, "K": 8}, expect="cannot lower")], seeds=tuple(range(4)), **FP32_MATH),
 ]
