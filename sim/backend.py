@@ -17,7 +17,7 @@ from triton_dist.errors import TritonDistError
 from triton_dist.host_checks import require_agreement, symm_nbytes, symm_shape_dtype, tensor_address
 
 from . import board as B
-from . import cache, context, heap, host_collectives, host_p2p, interp, naming, primitives, schedulers
+from . import cache, context, heap, host_collectives, host_p2p, interp, naming, primitives, schedulers, spin
 from .runtime import SimRuntime
 
 
@@ -103,8 +103,8 @@ class SimBackend(Backend):
 
     # -- device side: one entry point, keyed by aclshmem symbol family --------------------------
     def device_call(self, family, *args):
-        if family not in _READ_ONLY:        # a primitive that writes is progress (sim/spin.py)
-            context.runtime().spin_reset()
+        if family not in _READ_ONLY and spin.primitive_writes(family, context.core()):
+            context.runtime().spin_reset()  # a primitive that writes is progress (sim/spin.py)
         return primitives.call(family, *args)
 
     def kernel_line(self, depth: int = 2) -> str:

@@ -152,6 +152,19 @@ class SpinWatch:
         return PROGRESS
 
 
+ORDERING_ONLY = frozenset({"aclshmem_fence", "aclshmem_quiet"})
+
+
+def primitive_writes(family: str, c) -> bool:
+    """Is a device-library call on core c progress (it writes)?  A fence or quiet completes the
+    core's stores and puts in flight and writes back its dirty cache lines: with none of them
+    it changes nothing, so a poll loop that fences every round still spins (issue 32: such a
+    loop starved its producer under pct and timed out instead of a deadlock)."""
+    if family not in ORDERING_ONLY or c is None:
+        return True
+    return bool(c.pending) or any(e[1] for e in (c.cache or {}).values())
+
+
 def silent_now() -> bool:
     """Is the calling core spinning with a silent write pattern?  Its writes now are that
     pattern's (any other ended the spin when it was issued): the schedules do not count them."""

@@ -231,3 +231,56 @@ def test_a_count_another_task_reads_keeps_counting(short_pct):
         for seed in seeds:
             res = triton_dist.launch(_read_count, world_size=2, schedule=schedule, seed=seed, timeout=120)
             assert res.values[1] >= 40, (schedule, seed, res.values)
+
+
+# ---- the same class elsewhere: a poll loop that fences (or quiets) every round ------------------
+
+from triton_dist.language.extra import libshmem_device as shm  # noqa: E402
+
+
+@triton.jit
+def _fenced_poll(flag, data, out, LOADS: tl.constexpr, SETS_FLAG: tl.constexpr, QUIET: tl.constexpr):
+    if dl.rank() == 0:
+        acc = 0
+        for i in range(LOADS):
+            acc += tl.load(data + (i % 16))
+        tl.store(data + 16, acc)
+        tl.debug_barrier()
+        if SETS_FLAG:
+            tl.atomic_xchg(flag, 1, sem="release")
+    else:
+        r = dl.symm_at(flag, 0)
+        while tl.atomic_add(r, 0, sem="acquire") == 0:
+            if QUIET:
+                shm.quiet()                         # nothing in flight: it completes nothing
+            else:
+                shm.fence()
+        tl.store(out, tl.load(dl.symm_at(data, 0) + 16))
+
+
+def _fenced(sets_flag, quiet):
+    flag = triton_dist.symm_tensor((16,), torch.int32)
+    data = triton_dist.symm_tensor((32,), torch.int32)
+    data[:16] = 1
+    out = torch.full((1,), -1, dtype=torch.int32)
+    triton_dist.barrier()
+    _fenced_poll[(1,)](flag, data, out, LOADS=LOADS, SETS_FLAG=sets_flag, QUIET=quiet)
+    triton_dist.barrier()
+    return out.item()
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_poll_that_fences_every_round_passes_pct(short_pct, quiet):
+    for seed in range(4):
+        res = triton_dist.launch(_fenced, True, quiet, world_size=2, schedule="pct", seed=seed, timeout=120)
+        assert res.values[1] == LOADS, (seed, res.values)
+
+
+@pytest.mark.parametrize("schedule,seed,quiet", [("pct", 0, False), ("free", None, True)])
+def test_a_fencing_poll_of_a_flag_nobody_sets_is_a_deadlock(short_pct, quick_watchdog, schedule, seed, quiet):
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(_fenced, False, quiet, world_size=2, schedule=schedule, seed=seed, timeout=90)
+    text = str(ei.value)
+    assert "timed out" not in text, text
+    assert "rank 1 core 0: polls with atomics at test_trust_round4_sim.py:" in text, text
+    assert "sees 0 every time, writing nothing" in text, text
