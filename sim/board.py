@@ -45,8 +45,10 @@ RECORD = np.dtype([
     ("op", "S40"), ("where", "S120"), ("target", "S200"), ("kind", "S12"),
 ])
 WIDE = {"awaited": 1, "seen": 2}
-# `kind` of a kernel whose blocks each take a whole AI core as several instances (sim/core_split.py):
-# this prefix, then the instances per block ("AI cores/3": cube + 2 vector); prog counts instances
+# `kind` of a kernel whose blocks each take a whole AI core as several instances: this prefix,
+# then the instances per block and "c" when one of them is the cube core's ("AI cores/3c": cube +
+# 2 vector, sim/core_split.py; "AI cores/2": the 2 vector sub-cores of a mix kernel naming
+# sub_vec_id); prog counts instances
 AI_BLOCKS = "AI cores/"
 # appended to the op of a core spinning on a poll whose only writes count its rounds (sim/spin.py)
 COUNTING = ", counting"
@@ -191,7 +193,8 @@ class Board:
         waiting = sorted(int(self.rec[rank, c]["prog"]) for c in cores)
         kind = text(h["kind"])
         if kind.startswith(AI_BLOCKS):
-            return _block_residency(int(kind[len(AI_BLOCKS):]), nprog, ndisp, int(h["ncores"]), waiting)
+            spec = kind[len(AI_BLOCKS):]
+            return _block_residency(int(spec.rstrip("c")), spec.endswith("c"), nprog, ndisp, int(h["ncores"]), waiting)
         later = f"program {ndisp} waits" if ndisp == nprog - 1 else f"programs {ndisp}-{nprog - 1} wait"
         now = f"program {waiting[0]} waits" if len(waiting) == 1 else f"programs {_ranges(waiting)} wait"
         return (f"grid of {nprog} programs on {int(h['ncores'])} {text(h['kind'])} cores: "
@@ -273,16 +276,18 @@ class Board:
         return "\n".join(lines)
 
 
-def _block_residency(per: int, nprog: int, ndisp: int, ncores: int, waiting) -> str:
+def _block_residency(per: int, cube: bool, nprog: int, ndisp: int, ncores: int, waiting) -> str:
     """coresidency's line for a kernel whose block takes an AI core whole, as `per` instances
-    (its cube core and per - 1 vector cores): in blocks and AI cores, as the NPU counts them."""
+    (cube: its cube core and per - 1 vector cores, else per vector cores): in blocks and AI
+    cores, as the NPU counts them."""
     nblocks, ai = nprog // per, max(1, ncores // per)
     first = ndisp // per            # blocks with no instance started yet: first..nblocks-1
     blocks = sorted({p // per for p in waiting})
     later = f"block {first} waits" if first == nblocks - 1 else f"blocks {first}-{nblocks - 1} wait"
     now = f"block {blocks[0]} waits" if len(blocks) == 1 else f"blocks {_ranges(blocks)} wait"
-    return (f"grid of {nblocks} blocks on {ai} AI cores (a block of this kernel takes a whole AI core: its cube "
-            f"core and {per - 1} vector core{'s' if per > 2 else ''}, as it hands cube<->vector flags): {now}; "
+    how = (f"its cube core and {per - 1} vector core{'s' if per > 2 else ''}, as it hands cube<->vector flags"
+           if cube else f"its {per} vector cores, as it runs tl.dot and names sub_vec_id")
+    return (f"grid of {nblocks} blocks on {ai} AI cores (a block of this kernel takes a whole AI core: {how}): {now}; "
             f"{later} for an AI core (an AI core runs one block at a time and takes the next one only when its "
             f"block ends, so on the NPU the running blocks wait forever for a block that cannot start: launch at "
             f"most {ai} blocks that wait for each other, or make no block wait for a later one)")

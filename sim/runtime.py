@@ -384,13 +384,13 @@ class SimRuntime:
             # one block = one AI core: its cube instance and split_vec vector instances, each on a
             # core of that AI core, so dev.ai_cores blocks are resident (issue 32: counting
             # instances against the vector cores made 17-24 blocks a false deadlock)
-            ncores, kind = min(dev.split_cores(split_vec), self.board.cores), f"{B.AI_BLOCKS}{1 + split_vec}"
+            ncores, kind = min(dev.split_cores(split_vec), self.board.cores), f"{B.AI_BLOCKS}{1 + split_vec}c"
             if ncores < 1 + split_vec:
                 raise TritonDistError(
                     f"kernel {kernel}: a block of it runs on {1 + split_vec} cores at once (it hands cube<->vector "
                     f"flags), but this launch has {self.board.cores}; raise TRITON_DIST_SIM_CORES")
-        elif sub_blocks > 1:          # both vector cores of each AI core run the kernel
-            ncores, kind = min(ncores * sub_blocks, dev.vector), "vector (2 per AI core)"
+        elif sub_blocks > 1:          # both vector cores of each AI core run the kernel: a block per AI core
+            ncores, kind = min(dev.ai_cores * sub_blocks, self.board.cores), f"{B.AI_BLOCKS}{sub_blocks}"
         if ncores > self.board.cores:
             raise TritonDistError(
                 f"kernel {kernel}: the device profile ({dev.name}) has more cores than this launch was "

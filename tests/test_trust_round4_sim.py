@@ -284,3 +284,32 @@ def test_a_fencing_poll_of_a_flag_nobody_sets_is_a_deadlock(short_pct, quick_wat
     assert "timed out" not in text, text
     assert "rank 1 core 0: polls with atomics at test_trust_round4_sim.py:" in text, text
     assert "sees 0 every time, writing nothing" in text, text
+
+
+# ---- the same class elsewhere: a mix kernel naming sub_vec_id runs a block per AI core ------------
+
+@triton.jit
+def _mix_meet(x, out):
+    # tl.dot makes it a mix kernel; with sub_vec_id both vector cores of each AI core run each
+    # block; every core meets, then each writes its block's dot row sum
+    pid = tl.program_id(0)
+    offs = tl.arange(0, 16)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    d = tl.dot(tl.load(x + offs), tl.load(x + offs))
+    al.sync_block_all("all", 0)
+    tl.store(out + pid * 2 + al.sub_vec_id() + tl.arange(0, 1), tl.sum(tl.sum(d, 1), 0)[None])
+
+
+def _mix(nb):
+    x = torch.eye(16)
+    out = torch.zeros(2 * nb)
+    _mix_meet[(nb,)](x, out)
+    return out.tolist()
+
+
+def test_mix_blocks_with_two_vector_cores_fit_the_ai_cores_and_one_more_is_a_deadlock_in_blocks(quick_watchdog):
+    assert triton_dist.launch(_mix, 24, world_size=1, timeout=240).values == [[16.0] * 48]   # eye @ eye sums to 16
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(_mix, 25, world_size=1, timeout=240)
+    text = str(ei.value)
+    assert "grid of 25 blocks on 24 AI cores (a block of this kernel takes a whole AI core: its 2 vector cores, as " \
+           "it runs tl.dot and names sub_vec_id): blocks 0-23 wait; block 24 waits for an AI core" in text, text
