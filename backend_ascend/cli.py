@@ -62,6 +62,12 @@ def _configure_npu_compile(p: argparse.ArgumentParser):
                         "kernel.convert-hivm-to-std.mlir, ...)")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE,...",
                    help="triton-ascend compile options that change bishengir-compile's flags, e.g. multibuffer=False")
+    p.add_argument("--lint", action="store_true",
+                   help="also report performance cliffs the compiled module shows (backend_ascend/lint.py: grid "
+                        "against the cores with --grid, scalar loops, padded tail axes), each with its fix; a "
+                        "report only: the exit status is the compilers' verdict")
+    p.add_argument("--grid", default=None, metavar="G[,G,G]",
+                   help="with --lint: the launch grid, judged against the target's physical cores")
 
 
 def _kernel_constexprs(raw: dict, kernel, spec: str) -> dict:
@@ -141,11 +147,20 @@ def _npu_compile(args) -> int:
     todo = variants(kernel, signature, constexprs, options)
     if not is_tuned(kernel):
         try:
-            out = pipeline.compile_kernel(kernel, signature, constexprs, target=target, options=options, keep=args.keep)
+            if args.lint:
+                from . import lint
+                out, findings = lint.lint_kernel(kernel, signature, constexprs, grid=_grid(args.grid), target=target,
+                                                 options=options, keep=args.keep)
+            else:
+                out = pipeline.compile_kernel(kernel, signature, constexprs, target=target, options=options,
+                                              keep=args.keep)
         except pipeline.ToolsMissing as e:
             sys.stderr.write(f"triton-dist npu-compile: {e}\n")
             return 2
         _print_outcome(out, args.keep)
+        if args.lint:
+            sys.stdout.write(lint.report(out.kernel, findings) or f"lint: kernel {out.kernel}: no finding")
+            sys.stdout.write("\n")
         return 0 if out.accepted else 1
     # an @triton.autotune / @triton.heuristics kernel: every compile its launches make (variants.py)
     from triton_dist.errors import TritonDistError
@@ -179,6 +194,19 @@ def _npu_compile(args) -> int:
         sys.stdout.write(f"stages kept in {args.keep}\n")
     # 1: the compilers refused a config; 2: no verdict for some config (and none refused)
     return 1 if refused else 2 if unlowered else 0
+
+
+def _grid(text):
+    """--grid 4096 or 8,16,1 as a tuple of positive ints (None when not given)."""
+    if text is None:
+        return None
+    try:
+        grid = tuple(int(g) for g in text.split(","))
+    except ValueError:
+        grid = ()
+    if not grid or len(grid) > 3 or min(grid) < 1:
+        raise CliError(f"--grid {text}: give 1 to 3 positive integers, e.g. --grid 4096 or --grid 8,16")
+    return grid
 
 
 def _for_each_target(args, chips) -> int:

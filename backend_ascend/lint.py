@@ -1,0 +1,217 @@
+"""Performance cliffs of a kernel on the NPU, as a report (never an error): `triton-dist
+npu-compile --lint [--grid G]`.
+
+Each finding is read from what the real compilers made of the kernel (npu-compile's stages:
+the TTIR and bishengir-compile's module after convert-hivm-to-std, where every vector op is a
+call of a template and scalar code is plain scf.for loops over UB memrefs), so a rule the docs
+state but the installed compiler does not show is not reported.  The sources (triton-ascend @
+a84b1eb5, its docs) are cited on each finding:
+
+  grid      more blocks than physical cores: the launcher's own warning, `WARNING: Grid %u >
+            physical limit N, performance maybe reduced.` (third_party/ascend/backend/driver.py
+            L816-821); the blocks run in rounds.
+  scalar    a scf.for over UB elements doing arithmetic the vector unit does not take: int64 add
+            and int64/int32 compare (docs/en/migration_guide/performance_guidelines.md L131-146,
+            L168; docs/en/debug_guide/profiling.md L115-117).  Measured with bishengir-compile
+            1.2.0 (Ascend910B4): i64 add and i64 compare become scalar loops; an i32 compare is a
+            vcmp (vectorised), so only what the module shows is reported.
+  padding   a tile whose tail axis is not a multiple of 32 bytes kept in UB with the tail padded
+            (docs/en/programming_guide.md L109-111: "(2048,3) and (2048,1) ... deteriorate
+            significantly due to automatic padding"); measured: a strided (256, 2) fp32 load is
+            a memref<256x8x1xf32> in UB, 4x its bytes.  A contiguous one is collapsed to 1-D and
+            not padded, and is not reported.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+
+TA = "triton-ascend @ a84b1eb5"
+GRID_SOURCE = f"{TA} third_party/ascend/backend/driver.py L816-821"
+SCALAR_SOURCE = (f"{TA} docs/en/migration_guide/performance_guidelines.md L131-146, L168 (Vector Add: no int64; "
+                 f"Vector Cmp: no int64/int32)")
+PAD_SOURCE = f"{TA} docs/en/programming_guide.md L109-111 (tail axis divisible by 32 bytes, else padded)"
+VECTOR_ALIGN = 32       # bytes (programming_guide.md L111; 512 for cube+vector kernels: not checked here)
+
+# The fix for arithmetic found in a scalar loop, by op (what the docs advise).
+SCALAR_FIX = {
+    "arith.addi": "compute in int32 where the values fit (x.to(tl.int32)): the vector add takes int32",
+    "arith.subi": "compute in int32 where the values fit (x.to(tl.int32))",
+    "arith.cmpi": "compare in float32 where the values are exact there (a.to(tl.float32) < b.to(tl.float32)), "
+                  "or in int32 (the installed compiler vectorises an int32 compare)",
+}
+DEFAULT_FIX = "use a dtype the vector unit takes for this op (int32 or float32)"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str       # grid, scalar, padding
+    text: str
+    fix: str
+    source: str
+
+    def line(self) -> str:
+        return f"{self.kind}: {self.text}.  Fix: {self.fix}.  ({self.source})"
+
+
+# ---- the grid against the cores ---------------------------------------------------------------------
+
+def cores_of(target: str, mix: bool):
+    """(cores a block of this kernel occupies one of, their kind) for an Ascend target, or None
+    when the part's core count is not known here (sim/device.py's table, from AscendNPU-IR's
+    NPUTargetSpec.td)."""
+    from triton_dist.sim import device     # the one table of core counts
+    counts = device.PROFILES.get(target[len("Ascend"):] if target.startswith("Ascend") else target)
+    if counts is None:
+        return None
+    cube, vector = counts
+    return (cube, "AI (cube+vector)") if mix else (vector, "vector")
+
+
+def grid_findings(grid, target: str, mix: bool) -> list:
+    if not grid:
+        return []
+    blocks = math.prod(grid)
+    cores = cores_of(target, mix)
+    if cores is None or blocks <= cores[0]:
+        return []
+    n, kind = cores
+    return [Finding(
+        "grid", f"grid {tuple(grid)} is {blocks} blocks on {n} {kind} cores of {target}: the launcher prints "
+        f"'WARNING: Grid {blocks} > physical limit {n}, performance maybe reduced.' and the blocks run in "
+        f"{-(-blocks // n)} rounds, each paying a block's start-up",
+        f"launch {n} blocks and loop over the work inside the kernel "
+        f"(for i in range(tl.program_id(0), {blocks}, {n}))", GRID_SOURCE)]
+
+
+# ---- scalar loops in the compiled module ----------------------------------------------------------
+
+_FOR = re.compile(r"scf\.for %\w+ = (%\w+) to (%\w+) step (%\w+)")
+_CONST = re.compile(r"(%\w+) = arith\.constant (-?\d+) : index")
+_OP = re.compile(r"= (arith\.\w+)(?: \w+,)? [^:]*: (\w+)\s*$")
+
+
+def _loops(text: str):
+    """(trip count or None, body lines) of each innermost scf.for of the module."""
+    consts = dict(_CONST.findall(text))
+    lines = text.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        m = _FOR.search(line)
+        if not m or not line.rstrip().endswith("{"):
+            continue
+        depth, body = 1, []
+        for inner in lines[i + 1:]:
+            depth += inner.count("{") - inner.count("}")
+            if depth <= 0:
+                break
+            body.append(inner)
+        if any(_FOR.search(b) for b in body):
+            continue        # only innermost loops
+        lo, hi, step = (consts.get(g) for g in m.groups())
+        trips = (int(hi) - int(lo)) // int(step) if None not in (lo, hi, step) and int(step) else None
+        out.append((trips, body))
+    return out
+
+
+def scalar_findings(final: str) -> list:
+    """Innermost loops that read UB element by element and compute with arith ops: scalar code
+    where the kernel's tensor op would have been a vector instruction."""
+    found = []
+    for trips, body in _loops(final):
+        if any("call @" in b for b in body) or not any("memref.load" in b and "address_space<ub>" in b
+                                                       for b in body):
+            continue
+        ops = []
+        for b in body:
+            m = _OP.search(b)
+            if m and m.group(1) not in ("arith.extui", "arith.extsi", "arith.trunci", "arith.index_cast") \
+                    and (m.group(1), m.group(2)) not in ops:
+                ops.append((m.group(1), m.group(2)))
+        if not ops:
+            continue
+        what = ", ".join(f"{op} on {t}" for op, t in ops)
+        fixes = "; ".join(dict.fromkeys(SCALAR_FIX.get(op, DEFAULT_FIX) for op, _ in ops))
+        n = f"{trips} iterations" if trips is not None else "a loop"
+        found.append(Finding("scalar", f"the compiled module computes {what} in a scalar loop ({n}, one element "
+                             f"each) where a vector instruction was expected", fixes, SCALAR_SOURCE))
+    return found
+
+
+# ---- tail axes padded in UB -------------------------------------------------------------------------
+
+_TENSOR = re.compile(r"tensor<((?:\d+x)+)(i\d+|f\d+|bf16)>")
+_UB = re.compile(r"memref<((?:\d+x)+)(i\d+|f\d+|bf16), #hivm\.address_space<ub>>")
+
+
+def _bytes(t: str) -> int:
+    return max(1, int(re.sub(r"\D", "", t) or 16) // 8)
+
+
+def padding_findings(ttir: str, final: str) -> list:
+    """A TTIR tile of rank >= 2 whose tail axis is not a multiple of 32 bytes and that the module
+    keeps in UB with that axis rounded up (leading axes the same)."""
+    ub = {(tuple(int(d) for d in s.rstrip("x").split("x")), t) for s, t in _UB.findall(final)}
+    found, seen = [], set()
+    for s, t in _TENSOR.findall(ttir):
+        dims = tuple(int(d) for d in s.rstrip("x").split("x"))
+        size = _bytes(t)
+        if len(dims) < 2 or (dims, t) in seen or dims[-1] * size % VECTOR_ALIGN == 0:
+            continue
+        seen.add((dims, t))
+        padded = -(-dims[-1] * size // VECTOR_ALIGN) * VECTOR_ALIGN // size
+        want = dims[:-1] + (padded,)
+        if (want, t) in ub or (want + (1,), t) in ub:
+            found.append(Finding(
+                "padding", f"tensor<{'x'.join(map(str, dims))}x{t}>'s tail axis is {dims[-1] * size} bytes, not a "
+                f"multiple of {VECTOR_ALIGN}: the module keeps it in UB as {'x'.join(map(str, want))} "
+                f"({padded // dims[-1]}x its bytes, the tail padded)",
+                "make the tail axis a multiple of 32 bytes (a wider tile, or load the tile flat as one 1-D range "
+                "and reshape, or transpose so the long axis is last)", PAD_SOURCE))
+    return found
+
+
+# ---- a kernel ---------------------------------------------------------------------------------------
+
+def from_stages(ttir: str, final, grid=None, target: str = "Ascend910B4") -> list:
+    """Every finding for one compiled kernel: its TTIR, the module after convert-hivm-to-std
+    (None when the compilers did not get there: only the grid is judged then)."""
+    mix = "tt.dot" in ttir
+    found = grid_findings(grid, target, mix)
+    if final:
+        found += scalar_findings(final) + padding_findings(ttir, final)
+    return found
+
+
+def read_stages(keep: str):
+    """(TTIR, final module or None) from an npu-compile --keep directory."""
+    def read(name):
+        path = os.path.join(keep, name)
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return f.read()
+    return read("kernel.ttir.mlir") or "", read("kernel.convert-hivm-to-std.mlir")
+
+
+def lint_kernel(fn, signature, constexprs=None, *, grid=None, target: str = "Ascend910B4", options=None,
+                keep=None):
+    """(the npu-compile Outcome, its findings): the kernel compiled with its stages kept (in
+    `keep`, or a temporary directory)."""
+    from . import pipeline
+    with tempfile.TemporaryDirectory() as tmp:
+        where = keep or tmp
+        out = pipeline.compile_kernel(fn, signature, constexprs, target=target, options=options, keep=where)
+        ttir, final = read_stages(where)
+    return out, from_stages(ttir, final, grid, target)
+
+
+def report(kernel: str, findings) -> str:
+    """The lint section of one kernel: nothing when there is no finding."""
+    if not findings:
+        return ""
+    return "\n".join([f"lint: kernel {kernel}: {len(findings)} performance finding(s)"]
+                     + [f"  {f.line()}" for f in findings])

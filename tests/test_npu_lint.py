@@ -1,0 +1,106 @@
+"""Performance cliffs as a report (issue 34 item 6; backend_ascend/lint.py, `npu-compile --lint`).
+
+Oracle: what the real compilers (triton-adapter-opt 3.2.0, bishengir-compile 1.2.0, Ascend910B4)
+made of each kernel: a scalar scf.for in the module after convert-hivm-to-std, a UB buffer with
+its tail axis rounded up to 32 bytes; and the launcher's own grid warning against the chip's
+vector cores (AscendNPU-IR's NPUTargetSpec.td: 40 on a 910B4).  Both sides: a clean kernel has
+no lint line; each cliff's twin has its line with the fix.  Skipped where the tools are missing.
+"""
+import os
+import tempfile
+
+import pytest
+import triton
+import triton.language as tl
+
+from triton_dist.backend_ascend import lint, toolchain
+from triton_dist.cli import main
+
+TOOLS = toolchain.find()
+pytestmark = pytest.mark.skipif(bool(TOOLS.missing), reason="; ".join(TOOLS.missing))
+HERE = os.path.abspath(__file__)
+
+
+@triton.jit
+def add(x, y, out, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(out + o, tl.load(x + o) + tl.load(y + o))
+
+
+@triton.jit
+def smaller(x, y, out, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    a = tl.load(x + o)
+    b = tl.load(y + o)
+    tl.store(out + o, tl.where(a < b, a, b))
+
+
+@triton.jit
+def rows(x, out, stride, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    tl.store(out + r * C + c, tl.load(x + r * stride + c) * 2)
+
+
+def _sig(t, *names):
+    return {n: f"*{t}" for n in names}
+
+
+_STAGES = {}
+
+
+def _lint(kernel, sig, consts, grid=None):
+    """The findings for one compile (each compiled once per session: the grid is judged apart)."""
+    key = (kernel.fn.__name__, tuple(sig.items()), tuple(consts.items()))
+    if key not in _STAGES:
+        with tempfile.TemporaryDirectory() as keep:
+            out, _ = lint.lint_kernel(kernel, sig, consts, keep=keep)
+            assert out.accepted, out.report()
+            _STAGES[key] = lint.read_stages(keep)
+    ttir, final = _STAGES[key]
+    return {f.kind: f for f in lint.from_stages(ttir, final, grid, "Ascend910B4")}
+
+
+def test_grid_over_the_cores_is_reported_a_grid_within_them_is_not():
+    sig = _sig("fp32", "x", "y", "out")
+    assert _lint(add, sig, {"BLOCK": 1024}, grid=(40,)) == {}
+    f = _lint(add, sig, {"BLOCK": 1024}, grid=(64, 64))["grid"]
+    assert "'WARNING: Grid 4096 > physical limit 40, performance maybe reduced.'" in f.text, f.line()
+    assert "103 rounds" in f.text and "launch 40 blocks" in f.fix and "driver.py" in f.source
+
+
+def test_int64_add_is_a_scalar_loop_fp32_and_int32_are_vector():
+    assert _lint(add, _sig("fp32", "x", "y", "out"), {"BLOCK": 1024}) == {}
+    assert _lint(add, _sig("i32", "x", "y", "out"), {"BLOCK": 1024}) == {}
+    f = _lint(add, _sig("i64", "x", "y", "out"), {"BLOCK": 1024})["scalar"]
+    assert "arith.addi on i64 in a scalar loop (1024 iterations" in f.text, f.line()
+    assert "int32" in f.fix and "performance_guidelines.md" in f.source
+
+
+def test_int64_compare_is_a_scalar_loop_int32_is_vector():
+    # measured: bishengir-compile 1.2.0 vectorises the int32 compare (vcmp) the docs list as scalar
+    assert _lint(smaller, _sig("i32", "x", "y", "out"), {"BLOCK": 1024}) == {}
+    f = _lint(smaller, _sig("i64", "x", "y", "out"), {"BLOCK": 1024})["scalar"]
+    assert "arith.cmpi on i64 in a scalar loop" in f.text and "float32" in f.fix, f.line()
+
+
+def test_a_narrow_tail_axis_padded_in_ub_is_reported_a_32_byte_one_is_not():
+    sig = {"x": "*fp32", "out": "*fp32", "stride": "i32"}
+    assert _lint(rows, sig, {"R": 256, "C": 8}) == {}
+    f = _lint(rows, sig, {"R": 256, "C": 2})["padding"]
+    assert "tensor<256x2xf32>'s tail axis is 8 bytes" in f.text and "as 256x8 (4x its bytes" in f.text, f.line()
+    assert "programming_guide.md" in f.source
+
+
+def _cli(capsys, *args):
+    rc = main(["npu-compile", f"{HERE}::add", "-s", "x=*i64,y=*i64,out=*i64", "-c", "BLOCK=1024", *args])
+    return rc, capsys.readouterr().out
+
+
+def test_cli_lint_is_silent_unless_asked(capsys):
+    rc, out = _cli(capsys)
+    assert rc == 0 and "lint" not in out, out
+    rc, out = _cli(capsys, "--lint", "--grid", "4096")
+    assert rc == 0, out         # a report, not an error: the verdict is the compilers'
+    assert "lint: kernel add: 2 performance finding(s)" in out, out
+    assert "  grid: grid (4096,)" in out and "  scalar: the compiled module computes arith.addi on i64" in out, out
