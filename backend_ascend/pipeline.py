@@ -285,6 +285,13 @@ def run_pipeline(ttir: str, has_dot: bool, kernel: str, tools, target=DEFAULT_TA
     t0 = time.monotonic()
     frontend_ttir = ttir
     ttir, _ = ttir_forms.to_320(ttir)       # a newer stock Triton's forms, as triton-ascend 3.2's frontend prints them
+    cuda_calls = ttir_forms.cuda_libdevice_calls(ttir)
+    if cuda_calls:
+        raise extension_ops.CannotLower(
+            f"cannot lower kernel {kernel}: it calls CUDA's libdevice ({', '.join(cuda_calls)}): stock Triton's "
+            f"tl.extra.libdevice resolves to it here, triton-ascend's frontend to its own __hmf_* functions "
+            f"(triton.language.extra.ascend.libdevice), which the 3.2.0 adapter would be given instead; not the "
+            f"compiler's verdict.  Use tl.math's functions (tl.exp, tl.sqrt, ...) or compile with triton-ascend")
     carried, plan = carry.carry_ttir(ttir, has_dot)
     with tempfile.TemporaryDirectory() as tmp:
         work = keep or tmp
@@ -401,12 +408,17 @@ def _parse_errors(tools, src) -> list:
 
 
 def _unparsed_message(kernel, errors) -> str:
+    made_by = triton_identity()
+    newer = re.search(r"stock triton 3\.([89]|\d\d)\b", made_by) is not None
+    todo = ("compile with stock triton 3.5-3.7 (the sim extra's range, scripts/setup.sh) or with triton-ascend on an "
+            "NPU host" if newer else
+            "the kernel uses something triton-ascend 3.2's frontend does not emit (the line above names it): write it "
+            "without that, or compile with triton-ascend's main line on an NPU host")
     return (f"cannot lower kernel {kernel}: triton-ascend {toolchain.TRITON_ASCEND_VERSION}'s triton-adapter-opt cannot "
-            f"parse the TTIR that {triton_identity()} made of it (not a form triton-ascend 3.2's frontend emits); "
+            f"parse the TTIR that {made_by} made of it (not a form triton-ascend 3.2's frontend emits); "
             f"the adapter says:\n" + "\n".join(f"  {e}" for e in errors[:4]) +
-            "\nThis is a gap between Triton releases, not the compiler's verdict on the kernel: compile with stock "
-            "triton 3.5-3.7 (the sim extra's range, scripts/setup.sh) or with triton-ascend on an NPU host "
-            "(docs/ascend.md, \"What cannot be lowered\")")
+            f"\nThis is a gap between Triton releases, not the compiler's verdict on the kernel: {todo} "
+            f"(docs/ascend.md, \"What cannot be lowered\")")
 
 
 @functools.lru_cache(maxsize=None)

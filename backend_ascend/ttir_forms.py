@@ -131,3 +131,18 @@ def to_320(ttir: str) -> tuple:
                 done.append("fp_to_fp")
         out.append(new)
     return "\n".join(out), sorted(set(done))
+
+
+# --- calls no triton-ascend frontend emits --------------------------------------------------------------------
+_CUDA_LIBDEVICE = re.compile(r'tt\.extern_elementwise\b[^\n]*\bsymbol\s*=\s*"(?P<sym>__nv_\w+)"')
+
+
+def cuda_libdevice_calls(ttir: str) -> list:
+    """The CUDA libdevice symbols (`__nv_tanhf`) a TTIR module calls.  Stock Triton's tl.extra.libdevice
+    resolves to CUDA's library for the frontend's stand-in target; triton-ascend's resolves the same call
+    to its own (`__hmf_*`, ascend/language/ascend/libdevice.py at 8edbaaed, e.g. tanh of fp32 ->
+    "__hmf_tanhf", lines 79-83), the only extern calls the 3.2.0 adapter converts
+    (TritonOpConverter.cpp:1261-1270).  A module with `__nv_` calls is not what triton-ascend would
+    compile: no verdict can be had for it here."""
+    return sorted({m["sym"] for m in _CUDA_LIBDEVICE.finditer(ttir)})
+

@@ -564,3 +564,31 @@ def test_the_source_key_is_the_same_in_every_process(monkeypatch):
     first = source_key(reads_an_opaque_global)
     monkeypatch.setitem(globals(), "_OPAQUE", opaque())
     assert source_key(reads_an_opaque_global) == first
+
+
+@triton.jit
+def calls_cuda_libdevice(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.extra.libdevice.tanh(tl.load(x_ptr + offs)))
+
+
+@needs_tools
+def test_a_cuda_libdevice_call_is_cannot_lower_not_a_refusal(capsys):
+    """Stock Triton resolves tl.extra.libdevice to CUDA's __nv_tanhf here; triton-ascend's frontend to its
+    __hmf_tanhf: the 3.2.0 adapter's refusal of __nv_ was no verdict on the kernel."""
+    rc, out, err = _cli(capsys, f"{HERE}::calls_cuda_libdevice", "-s", "x_ptr=*fp32,y_ptr=*fp32", "-c", "BLOCK=16")
+    assert rc == 2 and "CUDA's libdevice (__nv_tanhf)" in err and "refuses" not in out, out + err
+
+
+@triton.jit
+def assumes(x_ptr, n, BLOCK: tl.constexpr):
+    tl.assume(n > 0)
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@needs_tools
+def test_a_construct_the_320_adapter_cannot_parse_is_cannot_lower_naming_it(capsys):
+    rc, out, err = _cli(capsys, f"{HERE}::assumes", "-s", "x_ptr=*fp32,n=i32", "-c", "BLOCK=16")
+    assert rc == 2 and "cannot lower kernel assumes" in err and "llvm.intr.assume" in err, out + err
+    assert "refuses" not in out
