@@ -149,11 +149,24 @@ def _tools():
     return toolchain.find()
 
 
+def _triton_ascend_doubles() -> bool:
+    """triton-ascend's main line as the test doubles of tests/doubles/triton_ascend_main (Python modules
+    over stock 3.5.1): its extension ops, cast(overflow_mode=) and extension.parallel are traced there by
+    triton-ascend's own builder and code generator, whose C++ parts the doubles do not have."""
+    import triton
+    from triton_dist.sim import interp
+    return "triton-ascend" in interp.API.line and not hasattr(triton._C.libtriton, "ascend")
+
+
 @pytest.mark.parametrize("case", _params("test_npu_compile"))
 def test_npu_compile(case):
     tools = _tools()
     if tools.missing:
         pytest.skip("the NPU compilers are not here: " + "; ".join(tools.missing))
+    if _triton_ascend_doubles():
+        pytest.skip("triton-ascend's main line as test doubles: its compile path (C++ builder methods such as "
+                    "create_sort, its code generator) is not there (tests/doubles/triton_ascend_main/README.md); "
+                    "the corpus's verdicts are measured on stock triton")
     if _without_block_pointers(case):
         from triton_dist.backend_ascend import pipeline
         with pytest.raises(triton_dist.TritonDistError, match=BLOCK_POINTERS_GONE):
