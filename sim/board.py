@@ -50,6 +50,7 @@ WIDE = {"awaited": 1, "seen": 2}
 # 2 vector, sim/core_split.py; "AI cores/2": the 2 vector sub-cores of a mix kernel naming
 # sub_vec_id); prog counts instances
 AI_BLOCKS = "AI cores/"
+LOOPED = "loop:"        # kind prefix: the cores loop over programs (sim/grid_limits.py, TRITON_ALL_BLOCKS_PARALLEL=1)
 # appended to the op of a core spinning on a poll whose only writes count its rounds (sim/spin.py)
 COUNTING = ", counting"
 
@@ -185,6 +186,8 @@ class Board:
         dispatched (they never start on the NPU: each core runs one program at a time)."""
         h = self.rec[rank, self.host]
         nprog, ndisp = int(h["prog"]), int(h["ndisp"])
+        if text(h["kind"]).startswith(LOOPED):      # TRITON_ALL_BLOCKS_PARALLEL=1 (sim/grid_limits.py)
+            return self._looped_residency(rank, h)
         if int(h["state"]) != IN_KERNEL or ndisp >= nprog:
             return None
         cores = np.nonzero(self.rec[rank, :self.cores]["state"] == WAITING)[0]
@@ -202,6 +205,15 @@ class Board:
                 f"when its program ends, so on the NPU the running programs wait forever for a "
                 f"program that cannot start: launch at most {int(h['ncores'])} programs that wait "
                 f"for each other, or make no program wait for a later one)")
+
+    def _looped_residency(self, rank, h) -> str | None:
+        from .grid_limits import looped_line
+        st = self.rec[rank, :self.cores]["state"]
+        if int(h["state"]) != IN_KERNEL or (st == RUNNING).any() or not (st == WAITING).any():
+            return None
+        names = {WAITING: "waiting", DONE: "finished"}
+        cores = [(c, int(self.rec[rank, c]["prog"]), names.get(int(st[c]), "")) for c in range(int(h["ncores"]))]
+        return looped_line(int(h["prog"]), int(h["ncores"]), text(h["kind"])[len(LOOPED):], cores)
 
     def snapshot(self):
         return self.rec[["state", "gen", "seen", "wide"]].copy()

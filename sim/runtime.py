@@ -10,7 +10,7 @@ from triton_dist.backend import current_call
 from triton_dist.errors import DeadlockError, LaunchTimeoutError, TritonDistError
 
 from . import board as B
-from . import context, core_split, device
+from . import context, core_split, device, grid_limits
 from .compat import cann
 from .memory import AddressSpace, Buffer
 from .spin import LINE, PLAIN_SPIN, POLLING, SPINNING, SpinWatch
@@ -41,7 +41,7 @@ class CoreContext:
     `core` is the program's linear index (GetBlockIdx on the NPU; `ncores` the grid size),
     `phys` the physical core it runs on (its status-board and schedule slot)."""
     __slots__ = ("rank", "core", "grid_idx", "grid_dim", "ncores", "cache", "kernel", "pending", "spin",
-                 "phys", "sub_vec", "sub_blocks", "split", "hazards")
+                 "phys", "sub_vec", "sub_blocks", "split", "hazards", "launch")
 
     def __init__(self, rank, core, grid_idx, grid_dim, cache, kernel, phys=None):
         self.rank, self.core, self.grid_idx, self.grid_dim = rank, core, grid_idx, grid_dim
@@ -54,6 +54,7 @@ class CoreContext:
         self.sub_blocks = 1      # instances its block runs as (2: a mix kernel calling sub_vec_id)
         self.split = None        # core_split.Instance: this is the cube or a vector instance of its block
         self.hazards = None      # other cores' stores in flight it synchronised with through an atomic (sim/stale.py)
+        self.launch = None       # the Dispatch it came from: how many cores run at once, looped or not
 
 
 class Dispatch:
@@ -61,8 +62,12 @@ class Dispatch:
     NPU's runtime runs one block per core and delivers the rest "in a new round"
     (sim/device.py).  Schedulers run `ncores` core tasks, each calling next() until None."""
 
-    def __init__(self, rt, kernel, grid, ncores, kind, sub_blocks=1, split_vec=0):
+    def __init__(self, rt, kernel, grid, ncores, kind, sub_blocks=1, split_vec=0, looped=False):
         self.rt, self.kernel, self.grid = rt, kernel, grid
+        # TRITON_ALL_BLOCKS_PARALLEL=1 (sim/grid_limits.py): no dispatch in order onto free cores,
+        # core p runs programs p, p + ncores, ... one after another (AscendNPU-IR's blockify loop)
+        self.looped = looped
+        self._own = {}          # looped: core -> the next program it runs
         # a mix kernel calling sub_vec_id runs each block as `sub_blocks` (2) vector instances,
         # consecutive, with the block's program id (sim/compat/cann.py); a kernel handing
         # cube<->vector flags as a cube instance and `split_vec` vector instances (sim/core_split.py)
@@ -89,11 +94,31 @@ class Dispatch:
             rt.board.set_state(rt.rank, p, B.RUNNING)   # started, as far as the watchdog goes
 
     def pending(self) -> bool:
+        if self.looped:
+            with self._lock:
+                left = any(self._own.get(p, p) < self.nprog for p in range(self.ncores))
+            return left and not self.rt.abort.is_set()
         return (self._next < self.nprog or bool(self._first)) and not self.rt.abort.is_set()
+
+    def _next_looped(self, phys: int):
+        """The core's own next program under the blockify loop, or None when it has run them all."""
+        with self._lock:
+            i = self._own.get(phys, phys)
+            if self.rt.abort.is_set() or i >= self.nprog:
+                self.rt.board.set_state(self.rt.rank, phys, B.DONE)
+                return None
+            self._own[phys] = i + self.ncores
+            reserved = bool(self._first) and phys in self._first    # program p, on the board since first_round
+            if reserved:
+                self._first.discard(phys)
+        return i, reserved
 
     def next(self, phys: int):
         """The next program, now on core `phys`; None when all are dispatched (or one failed)."""
         rt = self.rt
+        if self.looped:
+            got = self._next_looped(phys)
+            return None if got is None else self._context(got[0], phys, got[1])
         with self._lock:
             reserved = bool(self._first) and phys in self._first    # on the board since first_round
             if rt.abort.is_set() or (self._next >= self.nprog and not reserved):
@@ -107,6 +132,10 @@ class Dispatch:
             else:
                 i = self._next
                 self._next += 1
+        return self._context(i, phys, reserved)
+
+    def _context(self, i: int, phys: int, reserved: bool):
+        rt = self.rt
         g = self.grid
         block, sub = divmod(i, self.sub_blocks)
         x, rest = divmod(block, g[1] * g[2])
@@ -114,6 +143,7 @@ class Dispatch:
         if not reserved:
             rt.board.dispatched(rt.rank, phys, i)
         c = CoreContext(rt.rank, i, (x, y, z), g, rt.memory.new_cache(), self.kernel, phys)
+        c.launch = self
         if self.split_vec:
             with self._lock:
                 b = self._blocks.pop(block, None) if sub == self.sub_blocks - 1 else None
@@ -355,6 +385,7 @@ class SimRuntime:
     def run_grid(self, fn, args, grid, tensors):
         from . import primitives
         kernel = getattr(fn, "__name__", "kernel")
+        grid_limits.check(kernel, grid)    # the NPU's uint16 coreDim, before anything runs
         added = []
         seen_storage = set()
         for name, t in tensors:
@@ -374,6 +405,7 @@ class SimRuntime:
                 b = Buffer(start, start + st.nbytes(), f"tensor argument {name!r} of {kernel}")
                 self.space.add(b)
                 added.append(b)
+        looped = grid_limits.looped()
         dev = device.current()
         mix = device.uses_dot(fn, args)
         ncores, kind = dev.cores_for(mix)
@@ -396,7 +428,9 @@ class SimRuntime:
                 f"kernel {kernel}: the device profile ({dev.name}) has more cores than this launch was "
                 f"started with ({self.board.cores}); set TRITON_DIST_SIM_DEVICE / TRITON_DIST_SIM_CORES "
                 f"before triton_dist.launch, not inside a rank")
-        launch = Dispatch(self, kernel, grid, ncores, kind, sub_blocks, split_vec)
+        if looped:      # the board keeps 12 characters of it
+            kind = grid_limits.LOOPED + ("vector" if kind.startswith("vector") else "AI")
+        launch = Dispatch(self, kernel, grid, ncores, kind, sub_blocks, split_vec, looped)
         self.abort.clear()
         self._core_bars.clear()
         self.board.clear_cores(self.rank)
