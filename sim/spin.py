@@ -130,7 +130,11 @@ class SpinWatch:
         snap = [_branched_on_locals(f) for f in frames]
         k = (key, point)
         v = self.visits.get(k)
-        pattern = self._pattern(v[5]) if v is not None else None
+        pattern = None                  # the writes since v's visit (taken only where it can matter)
+        if v is not None and same(v[0], value):
+            pattern = self._pattern(v[5])
+        elif v is not None and self.nwrites == v[5]:
+            pattern = frozenset()
         if v is not None and pattern is not None and pattern == v[6] and same(v[0], value):
             v[5] = self.nwrites
             self.pattern = pattern
