@@ -10,10 +10,13 @@ the interface the simulator implements for interpreted kernels, so a compiled ke
 rank/notify/wait/put/get run on the same symmetric heaps and primitives (no import of the
 simulator's code).
 
-In a mix kernel both halves call the wrappers they hold (hivm-split-mix-kernel leaves a copy of
-each CUBE_AND_VECTOR call in each, `<name>.cube` / `<name>.vector`), and both run them here: the
-wrapper library is compiled from the same Shmem.cpp for the cube and the vector core
-(docs/ascend.md, "The aclshmem wrapper bitcode").  Inferred, not verified on an NPU.
+In a mix kernel each half holds a copy of each CUBE_AND_VECTOR call (hivm-split-mix-kernel:
+`<name>.cube` / `<name>.vector`).  Which core's copy acts is the simulator's model of the device
+library (sim/core_split.py, library_owned: the library runs on the vector cores, the cube
+answers only queries; one vector instance stands for the compiler's split over both): the cube's
+and the second vector core's copies answer queries, waits and consume_token only; the first
+vector core's copy does the rest.  Inferred, not verified on an NPU (where both copies are built
+from the same Shmem.cpp).
 """
 from __future__ import annotations
 
@@ -37,6 +40,12 @@ def _dtype_of(symbol: str) -> str:
             return _TRITON[part]
     return "int32"          # the untyped signal ops work on int32 slots (symbols.notify_symbol)
 
+
+# the calls every core of a mix kernel's block answers itself: queries without effects (as
+# sim/core_split.py's PURE_LIBRARY lists them); and the waits, which the second vector core also makes
+CUBE_ANSWERS = frozenset({"aclshmem_my_pe", "aclshmem_n_pes", "aclshmem_team_my_pe", "aclshmem_team_n_pes",
+                          "aclshmem_team_translate_pe", "aclshmem_ptr"})
+WAITS = frozenset({"aclshmem_wait", "aclshmem_signal_wait_until"})
 
 # MLIR element type -> triton dtype name (signless integers read as signed)
 _FROM_MLIR = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "i8": "int8", "i16": "int16", "i32": "int32",
@@ -73,8 +82,18 @@ def handler(symbol: str, params: list, elem_types=None):
                 values.append(backend.Ptr(v.aligned + v.offset * itemsize, dtype))
             else:
                 values.append(int(a) if not isinstance(a, float) else a)
-        with backend.calling(symbol):
-            out = backend.active().device_call(family, *values)
+        st = M.state()
+        if (st.core == "aic" or (st.core == "aiv" and st.sub_block > 0)) and family not in CUBE_ANSWERS:
+            if family == "aclshmem_consume_token":
+                out = values[0]
+            elif family in WAITS and st.core == "aiv":
+                with backend.calling(symbol):
+                    out = backend.active().device_call(family, *values)
+            else:
+                return 0 if family in WAITS else None
+        else:
+            with backend.calling(symbol):
+                out = backend.active().device_call(family, *values)
         if isinstance(out, backend.Ptr):
             if out_desc is None:
                 raise M.DeviceFault(f"{symbol}: the simulator returned a pointer for a wrapper declared without one")

@@ -28,6 +28,7 @@ launch naming it (`unknown`): nothing is guessed.
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 
@@ -170,7 +171,20 @@ def _store(name, rank, dt):
             raise M.DeviceFault(f"{name}: an atomic bfloat16 store is not modelled by the hivm backend yet")
         if atomic == ATOMIC_NONE:
             g[...] = s
-        elif atomic == ATOMIC_ADD:
+            return
+        with _ATOMIC:           # the read-modify-write of an atomic store is one step for every core of the rank
+            _atomic(g, s, atomic, name)
+    return run
+
+
+# one lock for the atomic stores of this rank's cores (threads); a peer rank's atomics on the same
+# symmetric memory are not serialised with them (not modelled)
+_ATOMIC = threading.Lock()
+
+
+def _atomic(g, s, atomic, name):
+    with np.errstate(all="ignore"):
+        if atomic == ATOMIC_ADD:
             g[...] = g + s
         elif atomic == ATOMIC_MAX:
             g[...] = np.maximum(g, s)
@@ -178,7 +192,6 @@ def _store(name, rank, dt):
             g[...] = np.minimum(g, s)
         else:
             raise M.DeviceFault(f"{name}: atomic kind {atomic} is none of None/Add/Max/Min (DMAUtils.h:40)")
-    return run
 
 
 def _with_errstate(fn):
