@@ -327,3 +327,29 @@ def test_ub_checks_fault_beyond_the_core_and_on_a_misaligned_vector_operand_only
         M.check_ub(M.view(odd, 1, 4), "a DMA destination", vector=False)   # DMA handles unaligned heads
     finally:
         M.set_state(None)
+
+
+def _library_subset():
+    r, w = triton_dist.rank(), triton_dist.world_size()
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(r))
+    y = torch.randn(1000, generator=torch.Generator().manual_seed(100 + r))
+    out = torch.zeros(1000)
+    masked_add[(triton.cdiv(1000, 64),)](x, y, out, 1000, BLOCK=64)
+    src = triton_dist.symm_tensor((16,), torch.float32)
+    dst = triton_dist.symm_tensor((16,), torch.float32)
+    sig = triton_dist.symm_tensor((16,), torch.int32)
+    src.copy_(torch.arange(16.0) + 10 * r)
+    triton_dist.barrier()
+    ring_kernel[(1,)](src, dst, sig, N=16)
+    prev = (r - 1) % w
+    assert torch.equal(out, x + y)
+    assert torch.equal(dst, torch.arange(16.0) + 10 * prev + prev * 1000 + w)
+    triton_dist.barrier()
+    return out, dst.clone()
+
+
+def test_the_ci_subset_on_each_backend(backend):
+    # the default suite runs it on the simulator; `pytest --backend sim,hivm` on both,
+    # `--compare-backends sim,hivm` compares what the two return
+    values = triton_dist.launch(_library_subset, world_size=2, backend=backend, timeout=120).values
+    assert len(values) == 2
