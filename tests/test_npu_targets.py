@@ -140,3 +140,12 @@ def test_a_helper_the_compiler_cannot_find_is_exit_2_not_a_refusal(capsys, tmp_p
     assert rc == 2, out + err
     assert "needs bishengir-compile-a5" in err and "no verdict on the kernel" in err, err
     assert "refuses" not in out + err
+
+
+def test_pytest_npu_compile_targets_names_the_chips_in_the_header(tmp_path):
+    (tmp_path / "test_nothing.py").write_text("def test_x():\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "--npu-compile", "--npu-compile-targets", f"{A2},{A5}", str(tmp_path)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"bishengir-compile from" in proc.stdout and f"target {A2},{A5}" in proc.stdout, proc.stdout

@@ -659,8 +659,9 @@ def _npu_compile_header(config) -> list:
         return [f"triton_dist --npu-compile: the compilers cannot be looked for ({type(e).__name__}: {e})"]
     if tools.missing:
         return [f"triton_dist --npu-compile: kernels will be skipped, missing {'; '.join(tools.missing)}"]
+    chips = config.getoption("--npu-compile-targets") or "Ascend910B4"
     return [f"triton_dist --npu-compile: triton-adapter-opt from {tools.adapter_from}, bishengir-compile from "
-            f"{tools.compiler_from}"]
+            f"{tools.compiler_from}; target {chips}"]
 
 
 def npu_compile_summary(path) -> str:
