@@ -149,3 +149,16 @@ def test_pytest_npu_compile_targets_names_the_chips_in_the_header(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"bishengir-compile from" in proc.stdout and f"target {A2},{A5}" in proc.stdout, proc.stdout
+
+
+def _add_compiled():
+    import torch
+    x, y, o = torch.arange(64, dtype=torch.float32), torch.ones(64), torch.zeros(64)
+    K.vector_add[(1,)](x, y, o, 64, BLOCK=64)
+    return torch.equal(o, x + 1)
+
+
+def test_the_hivm_backend_runs_the_first_chip_of_a_target_list(monkeypatch):
+    import triton_dist
+    monkeypatch.setenv("TRITON_DIST_NPU_COMPILE_TARGET", f"{A2},{A5}")
+    assert triton_dist.launch(_add_compiled, world_size=1, backend="hivm").values == [True]

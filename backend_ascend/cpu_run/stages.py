@@ -120,7 +120,8 @@ def build(fn, signature, constexprs, *, target=None, options=None) -> Built:
     tools = toolchain.find()
     if tools.missing:
         raise pipeline.ToolsMissing("the hivm backend needs the NPU compile pipeline: " + "; ".join(tools.missing))
-    target = target or os.environ.get("TRITON_DIST_NPU_COMPILE_TARGET", "").strip() or pipeline.DEFAULT_TARGET
+    # the variable may name several chips (pytest --npu-compile-targets A,B): a run is built for the first
+    target = target or pipeline.targets_of(os.environ.get("TRITON_DIST_NPU_COMPILE_TARGET", ""))[0]
     jit = as_jit_function(fn)
     key = hashlib.sha256((pipeline.cache_key(pipeline._jit_key(fn, jit), jit.__name__, signature, constexprs,
                                              target, options, tools) + FINAL + _code_digest()).encode()).hexdigest()
