@@ -1,7 +1,7 @@
 """The access path's cost per kernel round, this tree against an earlier commit and Triton's
 plain interpreter, in one run.
 
-    python benchmarks/bench_access.py --before REV [--repeat N] [--readme]
+    python benchmarks/bench_access.py --before REV [--repeat N] [--docs]
 
 What is measured: the CPU time (time.thread_time of the core's thread) of one round of each
 overhead kernel's loop (benchmarks/micro_kernels.py: the 32x32 block load+store, the same in 4
@@ -18,7 +18,7 @@ A fourth kind of process runs, inside each rank of the simulator, Triton's own i
 and the simulator in turn on the same kernel (same_process): this machine runs one process up
 to twice as fast as the next, so only a ratio taken inside one process is steady enough to
 judge a target near 1.2x by; the targets are judged on it.
---readme rewrites README.md's block between `<!-- access:begin -->` and `<!-- access:end -->`.
+--docs rewrites docs/figures.md's block between `<!-- access:begin -->` and `<!-- access:end -->`.
 """
 import argparse
 import contextlib
@@ -128,7 +128,7 @@ def plain_interpreter():
     """Inside a rank of the simulator, for a moment: Triton's interpreter exactly as Triton
     made it (every attribute the simulator replaced or added is put back or taken away), so
     the plain interpreter's rounds and the simulator's alternate in one process: this machine
-    runs one process up to twice as fast as the next (README, Figures)."""
+    runs one process up to twice as fast as the next (docs/figures.md)."""
     changed = []
     for owner, saved in _PLAIN:
         now = dict(vars(owner))
@@ -217,7 +217,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, help="the earlier commit to compare with (e.g. main~3)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--readme", action="store_true", help="rewrite README.md's access-path table from this run")
+    ap.add_argument("--docs", "--readme", dest="readme", action="store_true",
+                    help="rewrite docs/figures.md's access-path table from this run")
     ap.add_argument("--nice", type=int, default=0,
                     help="run the measured processes at this niceness (negative: preempted less by a loaded "
                          "machine's other work, which pollutes their caches; needs the privilege)")
@@ -281,7 +282,7 @@ def main():
     if a.readme:
         from bench_all import write_readme
         write_readme(text, BEGIN, END)
-        print("README.md: access-path table rewritten")
+        print("docs/figures.md: access-path table rewritten")
 
 
 if __name__ == "__main__":

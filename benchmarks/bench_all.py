@@ -1,7 +1,7 @@
 """All simulator figures in one run, one table: start-up, overhead, scheduler, scaling, suite.
 
     python benchmarks/bench_all.py [--repeat N] [--only SECTION ...] [--suite] [--json OUT]
-    python benchmarks/bench_all.py --readme          # every section + the suite, then README.md
+    python benchmarks/bench_all.py --docs          # every section + the suite, then docs/figures.md
 
 Every figure is measured N times in this run on this machine; min and median are printed.
 The plain-interpreter baseline runs in a child process that imports only triton
@@ -9,7 +9,7 @@ The plain-interpreter baseline runs in a child process that imports only triton
 rounds alternate with the simulator's, so both see the same load on a shared machine.
 The output format is stable (fixed columns, fixed row names) so two runs can be diffed.
 
---readme rewrites the table of README.md's "## Figures" section (between its
+--docs rewrites the table of docs/figures.md (between its
 `<!-- figures:begin -->` / `<!-- figures:end -->` markers) from this run: the date, the
 commit, the machine, the load average before and after, every figure, the test counts
 and step counts, and which targets are met.  Nothing in it is typed by hand.
@@ -37,7 +37,7 @@ SECTIONS = ("start-up", "overhead", "scheduler", "scaling", "suite")
 SCHEDULES = [("free", "ascend"), ("free", "coherent"), ("random", "ascend"), ("random", "coherent"),
              ("pct", "ascend"), ("pct", "coherent")]
 EXPLORE_SCRIPT = os.path.join(ROOT, "examples", "hello_allgather.py")
-README = os.path.join(ROOT, "README.md")
+README = os.path.join(ROOT, "docs", "figures.md")   # the page that holds the figures table
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 
 
@@ -329,7 +329,7 @@ def suite(t, a=None):
             print("  " + line)
 
 
-# ---- README.md's figures ------------------------------------------------------------------------
+# ---- docs/figures.md figures ------------------------------------------------------------------------
 
 def machine() -> str:
     import torch
@@ -372,7 +372,7 @@ def _ratio(t, key):
 
 
 def readme_table(t, started, load0, load1, head, merged=()) -> str:
-    """The generated part of README.md's Figures section."""
+    """The generated part of docs/figures.md."""
     rows = []
 
     def add(label, key, ratio_key=None, note=""):
@@ -462,11 +462,11 @@ def targets(t) -> str:
 
 
 def write_readme(text: str, begin: str = BEGIN, end: str = END) -> None:
-    """Replace what README.md holds between the markers `begin` and `end` with `text`."""
+    """Replace what docs/figures.md holds between the markers `begin` and `end` with `text`."""
     with open(README) as f:
         doc = f.read()
     if begin not in doc or end not in doc:
-        raise SystemExit(f"README.md has no {begin} ... {end} block in its Figures section")
+        raise SystemExit(f"docs/figures.md has no {begin} ... {end} block")
     pre, rest = doc.split(begin, 1)
     _, post = rest.split(end, 1)
     with open(README, "w") as f:
@@ -480,8 +480,8 @@ def main():
     ap.add_argument("--only", choices=SECTIONS, action="append",
                     help="run only this section (repeatable); default: all of them")
     ap.add_argument("--json", metavar="OUT", help="also write every figure to this JSON file")
-    ap.add_argument("--readme", action="store_true",
-                    help="every section (or those of --only) and the suite, then rewrite README.md's figures table "
+    ap.add_argument("--docs", "--readme", dest="readme", action="store_true",
+                    help="every section (or those of --only) and the suite, then rewrite docs/figures.md's figures table "
                          "from this run")
     ap.add_argument("--merge", metavar="JSON", action="append", default=[],
                     help="with --readme: take the figures this run does not measure from an earlier run's --json "
@@ -519,7 +519,7 @@ def main():
                           f"(load average {l0:.2f} at its start, {l1:.2f} at its end)")
     if a.readme:
         write_readme(readme_table(t, started, load0, load1, head, merged))
-        print("README.md: figures table rewritten")
+        print("docs/figures.md: figures table rewritten")
     elif a.only is None:
         print(targets(t))
 

@@ -1,8 +1,8 @@
-"""README's table of the Ascend corpus (tests/ascend_corpus), measured: every case run on the simulator
+"""docs/corpus.md's table of the Ascend corpus (tests/ascend_corpus), measured: every case run on the simulator
 against torch and compiled by the real NPU compilers, as tests/test_ascend_corpus.py does.
 
     .venv/bin/python scripts/corpus_table.py            # prints the markdown table
-    .venv/bin/python scripts/corpus_table.py --readme   # also writes it into README.md between
+    .venv/bin/python scripts/corpus_table.py --docs   # also writes it into docs/corpus.md between
                                                         # <!-- corpus:begin --> and <!-- corpus:end -->
 
 A cell says what was measured, never what was expected: "matches torch", the simulator's own first
@@ -19,7 +19,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(ROOT, "README.md")
+README = os.path.join(ROOT, "docs", "corpus.md")   # the page that holds the table
 BEGIN, END = "<!-- corpus:begin -->", "<!-- corpus:end -->"
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
@@ -113,7 +113,8 @@ def table(only=None) -> tuple[str, dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--readme", action="store_true", help="write the table into README.md between the markers")
+    ap.add_argument("--docs", "--readme", dest="readme", action="store_true",
+                    help="write the table into docs/corpus.md between the markers")
     ap.add_argument("cases", nargs="*", help="only these cases (names)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
@@ -126,11 +127,11 @@ def main(argv=None) -> int:
     print(text + "\n\n" + summary)
     if args.readme:
         if args.cases:
-            raise SystemExit("--readme writes the whole corpus: leave out the case names")
+            raise SystemExit("--docs writes the whole corpus: leave out the case names")
         with open(README) as f:
             readme = f.read()
         if BEGIN not in readme or END not in readme:
-            raise SystemExit(f"README.md has no {BEGIN} ... {END} markers: add them where the table goes")
+            raise SystemExit(f"docs/corpus.md has no {BEGIN} ... {END} markers: add them where the table goes")
         head, rest = readme.split(BEGIN, 1)
         _, tail = rest.split(END, 1)
         with open(README, "w") as f:

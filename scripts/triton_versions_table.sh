@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's table of supported triton releases, measured: for each venv (the default .venv
+# docs/versions.md's table of supported triton releases, measured: for each venv (the default .venv
 # and .venv-triton-VERSION made by scripts/triton_venv.sh), whether `import triton_dist`
 # works, whether every example runs (4 ranks), and the conformance + kernel-library tests
 # (tests/test_canary.py, test_primitives.py, test_kernels.py, all of them).  Prints markdown

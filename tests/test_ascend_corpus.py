@@ -6,7 +6,7 @@ with the signatures of its launches.
 Oracles: torch for what the kernels compute (at a tolerance fitting the dtype); the real compilers'
 verdicts (accepted, or the compiler's own `ub overflow` line) for the compile.  The simulator run
 also checks that each launch it saw is one of the case's declared compiles, so the compile step
-compiles what really ran.  scripts/corpus_table.py measures README's table with these same cases.
+compiles what really ran.  scripts/corpus_table.py measures docs/corpus.md's table with these same cases.
 """
 import dataclasses
 import inspect
@@ -197,14 +197,14 @@ def test_the_corpus_is_big_enough_and_names_its_styles():
 
 
 def test_the_readme_table_lists_every_case():
-    """README's table is scripts/corpus_table.py's output: a case added or renamed since it was
+    """docs/corpus.md's table is scripts/corpus_table.py's output: a case added or renamed since it was
     measured makes this fail until the script is run again."""
     import os
-    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "corpus.md")).read()
     table = readme.split("<!-- corpus:begin -->", 1)[1].split("<!-- corpus:end -->", 1)[0]
     listed = re.findall(r"^\| `([^`]+)` \|", table, re.M)
-    assert listed == [c.name for c in CASES], ("README's corpus table is not the corpus's: run "
-                                               ".venv/bin/python scripts/corpus_table.py --readme")
+    assert listed == [c.name for c in CASES], ("docs/corpus.md's table is not the corpus's: run "
+                                               ".venv/bin/python scripts/corpus_table.py --docs")
 
 
 def test_the_table_script_reports_what_it_measures(monkeypatch):

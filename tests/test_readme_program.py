@@ -1,10 +1,12 @@
-"""The README's "A kernel" program runs as users run it: `python`, `triton-dist run -n 4` and
-`torchrun --nproc-per-node=4`; and launch() inside a rank is refused saying what to do.
+"""README.md's code blocks run as the README says: the first kernel (send_tile.py) under
+`python`, `triton-dist run -n 2` and `torchrun --nproc-per-node=2`; the pytest file with the
+`backend` fixture; and the buggy twin (the fence line deleted) is caught with the diagnosis the
+README shows.  launch() inside a rank is refused saying what to do.
 
-Oracle: the all-gather's result is known by arithmetic (rank r's block holds r), and the
-README says how each runner is used.  Before the fix the README program, which called
-launch() at the top level, failed under `triton-dist run` with multiprocess's "daemonic
-processes are not allowed to have children" and ran 4 whole simulations under torchrun.
+Oracle: the kernel's consumer compares what it read with torch's `arange(N) + 1` (the tile the
+producer sent); the twin's verdict is the device model's `[fence]` finding, which the README
+pastes.  Before the README was rewritten it had no producer/consumer block, no pytest block and
+no twin, so these tests could not find them.
 """
 import os
 import re
@@ -17,13 +19,22 @@ import pytest
 import triton_dist
 
 ROOT = Path(__file__).resolve().parent.parent
-WANT = str([float(r) for r in range(4) for _ in range(8)])
 
 
-def _readme_program() -> str:
+def _block(first_line: str) -> str:
+    """The README's ```python block that begins with the comment `first_line`."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## A kernel"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    for body in re.findall(r"```python\n(.*?)```", text, re.S):
+        if body.startswith(first_line + "\n"):
+            return body
+    raise AssertionError(f"README.md has no python block beginning {first_line!r}")
+
+
+def _twin(program: str) -> str:
+    lines = program.split("\n")
+    fence = [ln for ln in lines if ln.strip().startswith("shm.fence()")]
+    assert len(fence) == 1, "the README's kernel should have exactly one shm.fence() line"
+    return "\n".join(ln for ln in lines if ln not in fence)
 
 
 def _env():
@@ -33,23 +44,45 @@ def _env():
     return env
 
 
+def _run(args, cwd):
+    p = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, env=_env(), cwd=cwd)
+    return p.returncode, p.stdout + p.stderr
+
+
 RUNNERS = {
     "python": [],
-    "triton-dist run": ["-m", "triton_dist.cli", "run", "-n", "4"],
-    "torchrun": ["-m", "torch.distributed.run", "--nproc-per-node=4"],
+    "triton-dist run": ["-m", "triton_dist.cli", "run", "-n", "2"],
+    "torchrun": ["-m", "torch.distributed.run", "--nproc-per-node=2"],
 }
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))
 def test_readme_program_runs_under(runner, tmp_path):
-    script = tmp_path / "allgather.py"
-    script.write_text(_readme_program())
-    p = subprocess.run([sys.executable, *RUNNERS[runner], str(script)], capture_output=True, text=True,
-                       timeout=300, env=_env(), cwd=tmp_path)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, out
-    assert p.stdout.count(WANT) == 1, out          # rank 0 printed the gathered blocks, once: one simulation
-    assert "daemonic" not in out
+    (tmp_path / "send_tile.py").write_text(_block("# send_tile.py"))
+    rc, out = _run([*RUNNERS[runner], "send_tile.py"], tmp_path)
+    assert rc == 0, out
+    assert "daemonic" not in out and "rank 1 read" not in out, out
+
+
+def test_readme_pytest_file_passes_with_the_backend_fixture(tmp_path):
+    (tmp_path / "send_tile.py").write_text(_block("# send_tile.py"))
+    (tmp_path / "test_send_tile.py").write_text(_block("# test_send_tile.py"))
+    rc, out = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_send_tile.py"], tmp_path)
+    assert rc == 0 and "1 passed" in out, out
+
+
+def test_readme_buggy_twin_is_caught_with_the_shown_diagnosis(tmp_path):
+    """The replay command the README shows prints the `[fence]` finding the README pastes."""
+    (tmp_path / "send_tile_nofence.py").write_text(_twin(_block("# send_tile.py")))
+    readme = (ROOT / "README.md").read_text()
+    cmd = "triton-dist replay -n 2 send_tile_nofence.py --schedule explore --seed 0"
+    assert f"$ .venv/bin/{cmd}" in readme
+    rc, out = _run(["-m", "triton_dist.cli", *cmd.split()[1:]], tmp_path)
+    assert rc != 0, out
+    shown = readme.split(f"$ .venv/bin/{cmd}\n", 1)[1].split("\n\n", 1)[0]
+    for line in shown.split("\n")[:3]:     # the error, the header, the [fence] finding: word for word
+        assert line.strip() in out, f"README shows {line.strip()!r}; the replay printed:\n{out}"
+    assert "[fence]" in shown and "Fix: call libshmem_device.fence()" in out, out
 
 
 NESTED = """
@@ -68,7 +101,7 @@ def test_launch_inside_a_rank_says_to_use_main_or_launch(runner, tmp_path):
     script = tmp_path / "nested.py"
     script.write_text(NESTED)
     # one torchrun process is enough to show it (and costs a third of four)
-    args = [a.replace("4", "1" if runner == "torchrun" else "2") for a in RUNNERS[runner]]
+    args = [a.replace("=2", "=1") for a in RUNNERS[runner]]   # one torchrun process shows it
     p = subprocess.run([sys.executable, *args, str(script)], capture_output=True, text=True,
                        timeout=300, env=_env(), cwd=tmp_path)
     out = p.stdout + p.stderr

@@ -11,7 +11,7 @@ module lists its `CASES`.  A case is one kernel with
   the real NPU compilers (triton-ascend's adapter + bishengir-compile) are expected to give.
   tests/test_ascend_corpus.py checks that these are the signatures the simulator saw launched.
 
-tests/test_ascend_corpus.py runs every case; scripts/corpus_table.py writes README's table.
+tests/test_ascend_corpus.py runs every case; scripts/corpus_table.py writes docs/corpus.md's table.
 """
 from __future__ import annotations
 
