@@ -195,16 +195,20 @@ class Board:
             return None
         waiting = sorted(int(self.rec[rank, c]["prog"]) for c in cores)
         kind = text(h["kind"])
+        note = ""
+        if any("sync_block_all" in text(self.rec[rank, c]["target"]) for c in cores):
+            from .grid_limits import SYNC_ALL_NOTE as note      # triton-ascend #1738's words and the fix
         if kind.startswith(AI_BLOCKS):
             spec = kind[len(AI_BLOCKS):]
-            return _block_residency(int(spec.rstrip("c")), spec.endswith("c"), nprog, ndisp, int(h["ncores"]), waiting)
+            return _block_residency(int(spec.rstrip("c")), spec.endswith("c"), nprog, ndisp, int(h["ncores"]),
+                                    waiting) + note
         later = f"program {ndisp} waits" if ndisp == nprog - 1 else f"programs {ndisp}-{nprog - 1} wait"
         now = f"program {waiting[0]} waits" if len(waiting) == 1 else f"programs {_ranges(waiting)} wait"
         return (f"grid of {nprog} programs on {int(h['ncores'])} {text(h['kind'])} cores: "
                 f"{now}; {later} to be dispatched (a core runs one program at a time and takes the next one only "
                 f"when its program ends, so on the NPU the running programs wait forever for a "
                 f"program that cannot start: launch at most {int(h['ncores'])} programs that wait "
-                f"for each other, or make no program wait for a later one)")
+                f"for each other, or make no program wait for a later one)") + note
 
     def _looped_residency(self, rank, h) -> str | None:
         from .grid_limits import looped_line
@@ -213,7 +217,8 @@ class Board:
             return None
         names = {WAITING: "waiting", DONE: "finished"}
         cores = [(c, int(self.rec[rank, c]["prog"]), names.get(int(st[c]), "")) for c in range(int(h["ncores"]))]
-        return looped_line(int(h["prog"]), int(h["ncores"]), text(h["kind"])[len(LOOPED):], cores)
+        sync = any("sync_block_all" in text(self.rec[rank, c]["target"]) for c, _, s in cores if s == "waiting")
+        return looped_line(int(h["prog"]), int(h["ncores"]), text(h["kind"])[len(LOOPED):], cores, sync)
 
     def snapshot(self):
         return self.rec[["state", "gen", "seen", "wide"]].copy()

@@ -71,10 +71,20 @@ def sync_block_all(self, mode, event_id):
     if mode == "all_sub_vector":
         _sync_sub_vectors(c, rt, event_id)
         return
+    launch = c.launch
+    looped = launch is not None and launch.looped
     if s is None:
+        # blocks beyond the cores never reach it while the resident ones wait in it: the deadlock
+        # report (sim/board.py coresidency) reads "sync_block_all" in the target (sim/grid_limits.py)
         _drain_pipes(c, rt)
-        rt.core_barrier(c)
+        if looped:          # the hardware barrier counts the blocks launched: one per core (inferred)
+            rt.core_barrier(c, parties=launch.ncores, what=(
+                f"the {launch.ncores} cores launched of rank {rt.rank} (sync_block_all({mode!r}); "
+                f"TRITON_ALL_BLOCKS_PARALLEL=1: one block per core)"))
+        else:
+            rt.core_barrier(c, what=f"the {c.ncores} cores of rank {rt.rank} (sync_block_all({mode!r}))")
         return
+    # split blocks under TRITON_ALL_BLOCKS_PARALLEL=1 still meet as every block of the grid: not modelled
     nblocks = c.grid_dim[0] * c.grid_dim[1] * c.grid_dim[2]
     if mode == "all":                   # every core of every block: its cube and vector instances
         _drain_pipes(c, rt)

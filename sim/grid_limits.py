@@ -63,7 +63,7 @@ def check(kernel: str, grid) -> None:
             f"programs: only \"1\" or \"true\" do). Fix: {FIX}")
 
 
-def looped_line(nprog: int, ncores: int, kind: str, cores) -> str:
+def looped_line(nprog: int, ncores: int, kind: str, cores, sync: bool = False) -> str:
     """The deadlock report's line for a launch under TRITON_ALL_BLOCKS_PARALLEL=1.
     cores: (core, its program, state name) for each core that started."""
     waiting = [(c, p) for c, p, st in cores if st == "waiting"]
@@ -79,6 +79,9 @@ def looped_line(nprog: int, ncores: int, kind: str, cores) -> str:
             f"{now} wait{'s' if len(waiting) == 1 else ''}"
             + (f"; still to run: {'; '.join(later)}" if later else "")
             + (f"; core{'s' if len(done) > 1 else ''} {', '.join(map(str, done))} finished" if done else "")
+            + (f"; sync_block_all is then a barrier of the {ncores} cores launched, met once per round of "
+               f"programs (inferred: the hardware barrier counts the blocks launched), so a core with fewer "
+               f"programs ({nprog} is not a multiple of {ncores}) never arrives" if sync and nprog % ncores else "")
             + f". On the NPU this hangs: triton-ascend's docs say {ENV}=1 \"can be enabled only when the "
               f"logic of the Triton kernel is insensitive to the execution sequence. Otherwise, a deadlock "
               f"may occur.\" Fix: unset {ENV} (grid at most {CORE_DIM_MAX}), or make no program wait for a "
@@ -87,3 +90,12 @@ def looped_line(nprog: int, ncores: int, kind: str, cores) -> str:
 
 def _few(xs) -> str:
     return ", ".join(map(str, xs[:4])) + (f", ... {xs[-1]}" if len(xs) > 4 else "")
+
+
+# appended to the deadlock report's residency line when the waiting cores are in sync_block_all
+SYNC_ALL_NOTE = (
+    ". sync_block_all waits for every block of the launch, a block in it keeps its core, and a block not yet "
+    "started needs a core that only a finished block frees: with more blocks than cores the device hangs "
+    "(triton-ascend #1738 \"ext.sync_block_all causes device deadlock\"). Fix: launch at most as many blocks "
+    "as cores and loop over the work inside the kernel, `for pid in range(tl.program_id(0), total, "
+    "tl.num_programs(0))`, every block calling sync_block_all the same number of times")

@@ -13,8 +13,9 @@ import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
+from triton.language.extra.cann import extension as al  # noqa: E402 - after triton_dist installs it
 
-SCHEDULES = [("free", None), ("random", 0), ("random", 1), ("pct", 0), ("pct", 1)]
+SCHEDULES = [("free", None), ("random", 0), ("random", 1), ("pct", 0), ("pct", 1), ("explore", 0), ("explore", 1)]
 
 
 @pytest.fixture
@@ -114,4 +115,57 @@ def test_order_sensitive_kernel_deadlocks_under_all_blocks_parallel(four_cores, 
     assert "timed out" not in text, text
     assert "TRITON_ALL_BLOCKS_PARALLEL=1: the grid of 5 programs runs on 4 vector cores" in text, text
     assert "program 0 on core 0 waits; still to run: program 4 after program 0 on core 0" in text, text
+    assert "Otherwise, a deadlock may occur." in text, text
+
+
+# -- §2: sync_block_all with blocks not resident, and under the loop --------------------------------
+
+@triton.jit
+def rotate(x, out):
+    """Every program writes its slot, meets the others, then reads its neighbour's."""
+    pid = tl.program_id(0)
+    n = tl.num_programs(0)
+    tl.store(x + pid, pid + 1)
+    al.sync_block_all("all_vector", 0)
+    tl.store(out + pid, tl.load(x + (pid + 1) % n))
+
+
+def _rotate(grid):
+    x = torch.zeros(grid, dtype=torch.int32)
+    out = torch.zeros(grid, dtype=torch.int32)
+    rotate[(grid,)](x, out)
+    return out
+
+
+@pytest.mark.parametrize("looped", [False, True])
+@pytest.mark.parametrize("schedule,seed", SCHEDULES)
+def test_sync_block_all_of_as_many_blocks_as_cores_passes(four_cores, monkeypatch, schedule, seed, looped):
+    if looped:      # grid = cores: the loop runs one round, the same launch
+        monkeypatch.setenv("TRITON_ALL_BLOCKS_PARALLEL", "1")
+    res = triton_dist.launch(_rotate, 4, world_size=1, schedule=schedule, seed=seed, timeout=60)
+    assert torch.equal(res.values[0], torch.roll(torch.arange(1, 5, dtype=torch.int32), -1))
+
+
+@pytest.mark.parametrize("schedule,seed", SCHEDULES)
+def test_sync_block_all_with_a_block_beyond_the_cores_is_the_device_deadlock_of_1738(four_cores, schedule, seed):
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(_rotate, 5, world_size=1, schedule=schedule, seed=seed, timeout=60)
+    text = str(ei.value)
+    assert "timed out" not in text, text
+    assert "grid of 5 programs on 4 vector cores: programs 0-3 wait; program 4 waits to be dispatched" in text, text
+    assert "triton-ascend #1738 \"ext.sync_block_all causes device deadlock\"" in text, text
+    assert "launch at most as many blocks as cores and loop over the work inside the kernel" in text, text
+
+
+@pytest.mark.parametrize("schedule,seed", SCHEDULES)
+def test_sync_block_all_under_the_loop_with_a_short_round_deadlocks(four_cores, monkeypatch, schedule, seed):
+    """5 programs on 4 looping cores: core 0 meets the barrier a second time (program 4), the others
+    have finished."""
+    monkeypatch.setenv("TRITON_ALL_BLOCKS_PARALLEL", "1")
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(_rotate, 5, world_size=1, schedule=schedule, seed=seed, timeout=60)
+    text = str(ei.value)
+    assert "timed out" not in text, text
+    assert "program 4 on core 0 waits; cores 1, 2, 3 finished; sync_block_all is then a barrier of the 4 cores " \
+           "launched" in text, text
     assert "Otherwise, a deadlock may occur." in text, text
