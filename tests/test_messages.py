@@ -216,3 +216,32 @@ def test_reports_survive_non_ascii_file_and_kernel_names(schedule, tmp_path, mon
     assert "UnicodeDecodeError" not in text and "awaits 1, sees 0" in text, text
     assert "ядро" in text and "ожидание" in text, text
     sys.modules.pop(path.stem, None)
+
+
+# ---- pytest's and the CLI's own messages: each points at what to type next ------------------------
+
+@pytest.fixture
+def _repo_path(monkeypatch):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+
+
+PASSING_TEST = '''
+import triton_dist
+def test_two_ranks():
+    assert triton_dist.launch(lambda: triton_dist.rank(), world_size=2).values == [0, 1]
+'''
+
+
+@pytest.mark.parametrize("schedule", [[], ["--sim-schedule", "free"]])
+def test_sim_seeds_without_a_schedule_names_every_deterministic_one(pytester, _repo_path, schedule):
+    """--sim-seeds under the free schedule is a usage error that names all four schedules that
+    take seeds (it said "random or pct", though explore and aware work and other messages
+    recommend explore); with one of them it runs."""
+    pytester.makepyfile(test_k=PASSING_TEST)
+    r = pytester.runpytest_subprocess("--sim-seeds", "2", *schedule)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    err = r.stderr.str()
+    assert "--sim-schedule explore" in err and all(s in err for s in ("aware", "random", "pct")), err
+    ok = pytester.runpytest_subprocess("--sim-seeds", "2", "--sim-schedule", "aware")
+    assert ok.ret == pytest.ExitCode.OK, ok.stdout.str() + ok.stderr.str()

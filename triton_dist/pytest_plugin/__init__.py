@@ -270,7 +270,10 @@ def pytest_configure(config):
         raise pytest.UsageError("--sim-seeds must be at least 1")
     _check_seeds(config)
     if config.getoption("--sim-seeds") > 1 and config.getoption("--sim-schedule") in (None, "free"):
-        raise pytest.UsageError("--sim-seeds needs --sim-schedule random or pct")
+        raise pytest.UsageError(
+            "--sim-seeds runs each test under that many deterministic schedules, and the free schedule "
+            f"({'the default' if config.getoption('--sim-schedule') is None else 'chosen'}) is not one: add "
+            "--sim-schedule explore (the best at finding bugs per seed), or aware, random or pct")
     if config.getoption("--npu-compile"):
         _npu_compile_configure(config)
     elif config.getoption("--npu-compile-sources"):
