@@ -52,7 +52,7 @@ from triton._C.libtriton import interpreter as _cpu
 
 from triton_dist.backend import current_call
 
-from . import context, core_split, dma, initcheck, memory, spin, stale
+from . import context, core_split, dma, initcheck, memory, spin, stale, widened_mask
 from .spin import ATOMIC_SPIN, LOAD_SPIN, PLAIN_SPIN
 
 _RELAXED = _cpu.MEM_SEMANTIC.RELAXED
@@ -217,6 +217,8 @@ def load(ptrs: np.ndarray, mask, other, np_dtype, scalar: bool, base=None) -> np
         return _cpu.load(ptrs, mask, other, np_dtype)
     lo, hi = int(sel.min()), int(sel.max()) + itemsize
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"load of {np.dtype(np_dtype).name}")
+    if m is not None:       # a partial mask: the NPU compiler may read the whole tile (sim/widened_mask.py)
+        widened_mask.check(rt, base, ptrs, m, sel.size, itemsize, "load", np.dtype(np_dtype).name)
     rt.sched.point("load" if not scalar else "scalar load", int(sel[0]))
     dma.depend(lo, hi, c)
     if c is not None and c.hazards:      # another core's store still in flight over these bytes?
@@ -277,6 +279,8 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask, scalar: bool, base=None) ->
         return
     lo, hi = int(sel.min()), int(sel.max()) + itemsize
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"store of {value.dtype.name}")
+    if m is not None:       # a partial mask: the NPU compiler may read and write the whole tile
+        widened_mask.check(rt, base, ptrs, m, sel.size, itemsize, "store", value.dtype.name)
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]))
     rt.sched.saw(value, m)          # the event log shows what it stores (deterministic schedules)
     rt.spin_wrote(c, lo, hi)        # progress, unless only a count of a spin's rounds (sim/spin.py)
@@ -334,6 +338,8 @@ def atomic_rmw(op, ptrs, val, mask, sem, base=None):
     if sel.size:
         lo, hi = int(sel.min()), int(sel.max()) + itemsize
         _check(rt, base, sel, lo, hi, itemsize, lambda: f"atomic on {val.dtype.name}")
+        if m is not None and op.name in _WIDENED_RMW:    # adds 0 on the masked-off lanes on the NPU
+            widened_mask.check(rt, base, ptrs, m, sel.size, itemsize, "atomic_add", val.dtype.name)
         rt.sched.point("atomic", int(sel[0]))
         dma.depend(lo, hi)
         _atomic_order(rt, sel, lo, hi, sem, _RMW_NAMES.get(op.name, op.name.lower()))
@@ -372,6 +378,7 @@ def atomic_cas(ptrs, cmp, val, sem, base=None):
     return out
 
 
+_WIDENED_RMW = frozenset(("ADD", "FADD"))     # DiscreteMaskAtomicAddConversion's ops (sim/widened_mask.py)
 _RMW_NAMES = {"FADD": "add", "UMAX": "max", "UMIN": "min"}
 
 
