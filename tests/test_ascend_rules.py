@@ -149,6 +149,22 @@ def test_unsigned_shifts_are_refused_signed_run():
     _assert_refusal(_refused(lambda: _shift(torch.uint8)), "unsigned_shift", shifts, ">> 3")
 
 
+@triton.jit
+def random_bits(out, seed, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(out + o, tl.rand(seed, o))
+
+
+def test_tl_rand_runs_although_its_philox_shifts_a_uint64_seed():
+    # Triton's own random.py shifts the uint64 seed (a scalar); the NPU runs tl.rand (outline.md:104-105)
+    def body():
+        out = torch.full((64,), -1.0)
+        random_bits[(1,)](out, 123, BLOCK=64)
+        return out
+    out = _run(body)
+    assert bool(((out >= 0) & (out < 1)).all()) and len(set(out.tolist())) > 60
+
+
 def _permute(dims):
     x = torch.arange(64, dtype=torch.float32)
     out = torch.zeros(64)
