@@ -25,22 +25,8 @@ def check(name: str) -> None:
         raise TritonDistError(f"schedule must be one of {', '.join(NAMES)}; got {name!r}")
 
 
-# A schedule's seed is one unsigned 64-bit word of the ranks' shared state (deterministic.py
-# SharedSchedule), and explore picks its member from it (explore.py): a seed outside this range
-# would run as seed % 2**64 while the replay line and the member named said the seed as given.
-SEED_MAX = (1 << 64) - 1
-
-
-def seed_problem(seed) -> str | None:
-    """Why `seed` cannot be a schedule's seed (None: it can; None itself means 'pick one')."""
-    if seed is None:
-        return None
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        return f"must be an int, got {seed!r}"
-    if not 0 <= seed <= SEED_MAX:
-        return (f"must be in 0..2**64-1 ({SEED_MAX}), got {seed}: a schedule's seed is an unsigned "
-                f"64-bit number; pick one in that range, e.g. 17")
-    return None
+# the seed range: one check for every way a seed comes in (triton_dist/seeds.py)
+from triton_dist.seeds import SEED_MAX, seed_problem  # noqa: E402,F401
 
 
 def make(name: str, rank: int = 0, shared=None, board=None):

@@ -466,14 +466,14 @@ def _run_compared(item, pair) -> bool:
 
 def _check_seeds(config) -> None:
     """--sim-seed, and the last seed --sim-seeds reaches, in the range every schedule takes
-    (sim/schedulers seed_problem), refused at the start rather than in every test."""
+    (triton_dist/seeds.py), refused at the start rather than in every test."""
     first = config.getoption("--sim-seed")
     if first is None:
         return
-    from triton_dist.sim import schedulers
+    from triton_dist.seeds import seed_problem
     last = first + config.getoption("--sim-seeds") - 1
     for option, seed in (("--sim-seed", first), ("--sim-seed + --sim-seeds - 1", last)):
-        why = schedulers.seed_problem(seed)
+        why = seed_problem(seed)
         if why is not None:
             raise pytest.UsageError(f"{option} {why}")
 
@@ -551,7 +551,9 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if rep.when == "call" and rep.failed and _loaded():
         from triton_dist import launcher
-        if launcher.LAST_LAUNCH:
+        exc = call.excinfo.value if call.excinfo is not None else None
+        kind = getattr(exc, "exc_type", None) or type(exc).__name__
+        if launcher.LAST_LAUNCH and kind not in launcher.SCHEDULE_INDEPENDENT_FAILURES:
             line = replay_line(item)
             note = "" if launcher.LAST_LAUNCH.get("schedule") != "free" else \
                 ("  (the free schedule is not reproducible: add --sim-schedule explore --sim-seeds 50 to search, "
