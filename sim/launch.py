@@ -228,7 +228,7 @@ def _launch(fn, args, kwargs, *, world_size, timeout, backend_name="sim", **give
                 _add_replay(e, fn, world_size, schedule, seed, memory_model, barrier_plus_one, shared,
                             _namer(evidence, heaps))
                 L.LAST_FAILURE.update(schedule=schedule, seed=seed, memory_model=memory_model)
-            else:
+            elif getattr(e, "exc_type", None) not in L.SCHEDULE_INDEPENDENT_FAILURES:
                 from .evidence import explain
                 hint = L.FAILURE_HINT.get("free") or FREE_HINT
                 explain.add_text(e, "\n" + hint + (f" (set in this run: {execution_env().strip()})"

@@ -245,3 +245,44 @@ def test_sim_seeds_without_a_schedule_names_every_deterministic_one(pytester, _r
     assert "--sim-schedule explore" in err and all(s in err for s in ("aware", "random", "pct")), err
     ok = pytester.runpytest_subprocess("--sim-seeds", "2", "--sim-schedule", "aware")
     assert ok.ret == pytest.ExitCode.OK, ok.stdout.str() + ok.stderr.str()
+
+
+UB_TEST = '''
+import torch, triton, triton.language as tl
+import triton_dist
+
+@triton.jit
+def big_add(x, y, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs) + 1.0)
+
+def body(block):
+    x = torch.zeros(block)
+    y = torch.zeros(block)
+    big_add[(1,)](x, y, BLOCK=block)
+    assert torch.equal(y, x + 2), "y is x + 1, not x + 2"
+
+def test_too_big_for_the_unified_buffer():
+    triton_dist.launch(body, 131072, world_size=1)      # 512 KiB per block: over 192 KiB
+
+def test_a_wrong_expectation():
+    triton_dist.launch(body, 1024, world_size=1)        # fits; the test's own assert fails
+'''
+
+
+def test_an_npu_compile_refusal_has_no_schedule_hint(pytester, _repo_path):
+    """A kernel the real compilers refuse is refused under every schedule: its failure says what
+    the compiler said and what to shrink, not the free schedule's 'reproduce it ... --sim-seeds 50
+    ... --sim-race-check' (it did).  The other side: a test's own failure keeps that hint."""
+    from triton_dist.backend_ascend import toolchain
+    missing = toolchain.find().missing
+    if missing:
+        pytest.skip("; ".join(missing))
+    pytester.makepyfile(test_ub=UB_TEST)
+    r = pytester.runpytest_subprocess("--npu-compile", "-p", "no:cacheprovider")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    ub, own = out.split("test_a_wrong_expectation", 1)[0], out.split("_ test_a_wrong_expectation _", 1)[1]
+    assert "ub overflow" in ub and "BLOCK=" in ub, out
+    assert "free schedule" not in ub and "--sim-race-check" not in ub, ub
+    assert "free schedule" in own and "--sim-seeds 50" in own, own

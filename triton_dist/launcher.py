@@ -38,6 +38,10 @@ LAST_LAUNCH: dict = {}
 # instead of a replay line: set by the command line and the pytest plugin to commands in their
 # own terms; None: the backend's words for launch()
 FAILURE_HINT: dict = {"free": None}
+# failures that are a verdict on the kernel as written, the same under every schedule (the real
+# NPU compilers refusing it under launch(npu_compile=True)): a hint to search schedules or races
+# would send the user after the wrong bug, so none is added to them (names, as RankError has them)
+SCHEDULE_INDEPENDENT_FAILURES = frozenset({"NpuCompileError", "NpuCompileCheckError"})
 # Environment variables that change what a launch does (the simulator's device profile, the
 # heap size, poisoned new memory: sim/initcheck.py; the config autotuned kernels are checked
 # against: sim/autotune.py): a replay line carries those that are set.
