@@ -132,6 +132,8 @@ def _npu_compile(args) -> int:
     if not args.kernel or not args.signature:
         raise CliError("npu-compile needs a kernel FILE.py::KERNEL and --signature NAME=TYPE,... "
                        "(or --target list alone, to list the chips)")
+    if args.grid is not None and not args.lint:
+        raise CliError("--grid is judged by --lint only: add --lint, or leave --grid out")
     chips = pipeline.targets_of(args.target)
     if len(chips) > 1:              # each chip in turn; every target is checked before anything is compiled
         return _for_each_target(args, chips)
@@ -169,8 +171,14 @@ def _npu_compile(args) -> int:
         keep = None if not args.keep else (args.keep if len(todo) == 1 else os.path.join(args.keep, f"config{i}"))
         head = f"{v.label}: " if v.label else ""
         try:
-            out = pipeline.compile_kernel(v.kernel, signature, v.constexprs, target=target, options=v.options,
-                                          keep=keep)
+            findings = None
+            if args.lint:
+                from . import lint
+                out, findings = lint.lint_kernel(v.kernel, signature, v.constexprs, grid=_grid(args.grid),
+                                                 target=target, options=v.options, keep=keep)
+            else:
+                out = pipeline.compile_kernel(v.kernel, signature, v.constexprs, target=target, options=v.options,
+                                              keep=keep)
         except pipeline.ToolsMissing as e:
             sys.stderr.write(f"triton-dist npu-compile: {e}\n")
             return 2
@@ -184,6 +192,10 @@ def _npu_compile(args) -> int:
         else:
             refused.append(v.label or out.kernel)
             sys.stdout.write(f"{head}refused\n" + "".join(f"  {line}\n" for line in out.report().splitlines()))
+        if findings is not None:
+            sys.stdout.write("".join(f"  {line}\n" for line in
+                                     (lint.report(out.kernel, findings) or f"lint: kernel {out.kernel}: no finding")
+                                     .splitlines()))
     if len(todo) > 1:
         sys.stdout.write(f"{len(todo) - len(refused) - len(unlowered)} of {len(todo)} configs accepted"
                          + (f"; refused: {'; '.join(refused)} (triton-ascend's autotuner drops a config that fails "

@@ -42,6 +42,13 @@ def rows(x, out, stride, R: tl.constexpr, C: tl.constexpr):
     tl.store(out + r * C + c, tl.load(x + r * stride + c) * 2)
 
 
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})], key=["n"])
+@triton.jit
+def tuned_add(x, y, out, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + o, tl.load(x + o) + tl.load(y + o))
+
+
 def _sig(t, *names):
     return {n: f"*{t}" for n in names}
 
@@ -92,8 +99,8 @@ def test_a_narrow_tail_axis_padded_in_ub_is_reported_a_32_byte_one_is_not():
     assert "programming_guide.md" in f.source
 
 
-def _cli(capsys, *args):
-    rc = main(["npu-compile", f"{HERE}::add", "-s", "x=*i64,y=*i64,out=*i64", "-c", "BLOCK=1024", *args])
+def _cli(capsys, *args, kernel="add", sig="x=*i64,y=*i64,out=*i64", consts=("-c", "BLOCK=1024")):
+    rc = main(["npu-compile", f"{HERE}::{kernel}", "-s", sig, *consts, *args])
     return rc, capsys.readouterr().out
 
 
@@ -104,3 +111,16 @@ def test_cli_lint_is_silent_unless_asked(capsys):
     assert rc == 0, out         # a report, not an error: the verdict is the compilers'
     assert "lint: kernel add: 2 performance finding(s)" in out, out
     assert "  grid: grid (4096,)" in out and "  scalar: the compiled module computes arith.addi on i64" in out, out
+
+
+def test_cli_lints_each_config_of_an_autotuned_kernel(capsys):
+    rc, out = _cli(capsys, "--lint", kernel="tuned_add", sig="x=*i64,y=*i64,out=*i64,n=i32", consts=())
+    assert rc == 0, out
+    assert "computes arith.addi on i64 in a scalar loop (256 iterations" in out, out
+    assert "computes arith.addi on i64 in a scalar loop (1024 iterations" in out, out
+
+
+def test_cli_grid_without_lint_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["npu-compile", f"{HERE}::add", "-s", "x=*fp32,y=*fp32,out=*fp32", "-c", "BLOCK=16", "--grid", "8"])
+    assert e.value.code == 2 and "--grid is judged by --lint only" in capsys.readouterr().err
