@@ -14,7 +14,8 @@ a84b1eb5, its docs) are cited on each finding:
             and int64/int32 compare (docs/en/migration_guide/performance_guidelines.md L131-146,
             L168; docs/en/debug_guide/profiling.md L115-117).  Measured with bishengir-compile
             1.2.0 (Ascend910B4): i64 add and i64 compare become scalar loops; an i32 compare is a
-            vcmp (vectorised), so only what the module shows is reported.
+            vcmp (vectorised), so only what the module shows is reported.  A loop of a vector
+            dtype (an fp32 tl.cumsum: 255 scalar addf) is reported with its own words.
   padding   a tile whose tail axis is not a multiple of 32 bytes kept in UB with the tail padded
             (docs/en/programming_guide.md L109-111: "(2048,3) and (2048,1) ... deteriorate
             significantly due to automatic padding"); measured: a strided (256, 2) fp32 load is
@@ -43,7 +44,7 @@ SCALAR_FIX = {
     "arith.cmpi": "compare in float32 where the values are exact there (a.to(tl.float32) < b.to(tl.float32)), "
                   "or in int32 (the installed compiler vectorises an int32 compare)",
 }
-DEFAULT_FIX = "use a dtype the vector unit takes for this op (int32 or float32)"
+_CASTS = ("arith.extui", "arith.extsi", "arith.trunci", "arith.index_cast", "arith.extf", "arith.truncf")
 
 
 @dataclass(frozen=True)
@@ -128,16 +129,23 @@ def scalar_findings(final: str) -> list:
         ops = []
         for b in body:
             m = _OP.search(b)
-            if m and m.group(1) not in ("arith.extui", "arith.extsi", "arith.trunci", "arith.index_cast") \
-                    and (m.group(1), m.group(2)) not in ops:
+            if m and m.group(2) != "index" and m.group(1) not in _CASTS and (m.group(1), m.group(2)) not in ops:
                 ops.append((m.group(1), m.group(2)))
         if not ops:
             continue
         what = ", ".join(f"{op} on {t}" for op, t in ops)
-        fixes = "; ".join(dict.fromkeys(SCALAR_FIX.get(op, DEFAULT_FIX) for op, _ in ops))
         n = f"{trips} iterations" if trips is not None else "a loop"
-        found.append(Finding("scalar", f"the compiled module computes {what} in a scalar loop ({n}, one element "
-                             f"each) where a vector instruction was expected", fixes, SCALAR_SOURCE))
+        text = f"the compiled module computes {what} in a scalar loop ({n}, one element each)"
+        if all(op in SCALAR_FIX and t in ("i64", "i32") for op, t in ops):     # the dtype table's cases
+            fixes = "; ".join(dict.fromkeys(SCALAR_FIX[op] for op, _ in ops))
+            found.append(Finding("scalar", text + " where a vector instruction was expected", fixes,
+                                 SCALAR_SOURCE))
+        else:       # an op of a vector dtype with no vector form here (a scan is one element after another)
+            found.append(Finding("scalar", text + ": the installed compiler has no vector form for this op (a scan "
+                                 "such as tl.cumsum runs element by element)",
+                                 "keep the loop short (a smaller tile) or off the hot path",
+                                 "measured in the module after convert-hivm-to-std; inferred, not verified on "
+                                 "hardware"))
     return found
 
 

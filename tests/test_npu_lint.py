@@ -36,6 +36,12 @@ def smaller(x, y, out, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def scan(x, out, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(out + o, tl.cumsum(tl.load(x + o), 0))
+
+
+@triton.jit
 def rows(x, out, stride, R: tl.constexpr, C: tl.constexpr):
     r = tl.arange(0, R)[:, None]
     c = tl.arange(0, C)[None, :]
@@ -89,6 +95,12 @@ def test_int64_compare_is_a_scalar_loop_int32_is_vector():
     assert _lint(smaller, _sig("i32", "x", "y", "out"), {"BLOCK": 1024}) == {}
     f = _lint(smaller, _sig("i64", "x", "y", "out"), {"BLOCK": 1024})["scalar"]
     assert "arith.cmpi on i64 in a scalar loop" in f.text and "float32" in f.fix, f.line()
+
+
+def test_a_scan_is_a_scalar_loop_of_a_vector_dtype_with_its_own_words():
+    f = _lint(scan, _sig("fp32", "x", "out"), {"BLOCK": 256})["scalar"]
+    assert "arith.addf on f32 in a scalar loop (255 iterations" in f.text, f.line()
+    assert "no vector form for this op" in f.text and "int32" not in f.fix and "inferred" in f.source, f.line()
 
 
 def test_a_narrow_tail_axis_padded_in_ub_is_reported_a_32_byte_one_is_not():
