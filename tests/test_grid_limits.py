@@ -170,3 +170,35 @@ def test_sync_block_all_under_the_loop_with_a_short_round_deadlocks(four_cores, 
     assert "program 4 on core 0 waits; cores 1, 2, 3 finished; sync_block_all is then a barrier of the 4 cores " \
            "launched" in text, text
     assert "Otherwise, a deadlock may occur." in text, text
+
+
+@triton.jit
+def split_rotate(x, out, NB: tl.constexpr):
+    """A cube+vector block (it hands a flag): the cube writes the block's slot, every core of every
+    block meets, then the vector core reads the next block's slot."""
+    pid = tl.program_id(0)
+    lane = tl.arange(0, 1)
+    with al.scope(core_mode="cube"):
+        tl.store(x + pid + lane, tl.full((1,), 10, tl.int32) + pid)
+        al.sync_block_set("cube", "vector", 1)
+    al.sync_block_wait("cube", "vector", 1)
+    al.sync_block_all("all", 0)
+    tl.store(out + pid + lane, tl.load(x + (pid + 1) % NB + lane))
+
+
+def _split_rotate(nb):
+    x = triton_dist.symm_tensor((nb,), torch.int32)
+    out = torch.zeros(nb, dtype=torch.int32)
+    split_rotate[(nb,)](x, out, NB=nb)
+    return out
+
+
+@pytest.mark.parametrize("schedule,seed", [("free", None), ("random", 0), ("pct", 1), ("explore", 0)])
+def test_split_blocks_in_sync_block_all_as_many_as_ai_cores_pass_one_more_is_1738(four_cores, schedule, seed):
+    res = triton_dist.launch(_split_rotate, 2, world_size=1, schedule=schedule, seed=seed, timeout=60)
+    assert torch.equal(res.values[0], torch.roll(torch.arange(10, 12, dtype=torch.int32), -1))
+    with pytest.raises(triton_dist.DeadlockError) as ei:
+        triton_dist.launch(_split_rotate, 3, world_size=1, schedule=schedule, seed=seed, timeout=60)
+    text = str(ei.value)
+    assert "grid of 3 blocks on 2 AI cores" in text, text
+    assert "triton-ascend #1738 \"ext.sync_block_all causes device deadlock\"" in text, text
