@@ -92,6 +92,7 @@ class SimBackend(Backend):
 
     @classmethod
     def launch(cls, fn, args, kwargs, *, world_size, timeout, **options):
+        from triton_dist.launcher import hide_launch_frames as __tracebackhide__  # pytest: the user's frames, not ours
         cls.prepare()          # a session whose default backend is another one launches here too
         from .launch import launch
         return launch(fn, args, kwargs, world_size=world_size, timeout=timeout, backend_name=cls.name, **options)

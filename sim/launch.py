@@ -155,6 +155,7 @@ def launch(fn, args, kwargs, *, world_size, timeout, **given) -> L.LaunchResult:
     ranks' handles: a RankError/DeadlockError/LaunchTimeoutError/RaceError kept by the caller (a list of
     failures, pytest's report) would pin them all.  What the error says is in its message,
     its rank traceback and its replay line; a finished launch holds nothing."""
+    __tracebackhide__ = L.hide_launch_frames   # pytest shows the user's frames, not ours
     from triton_dist import kernel_launches
     from triton_dist.errors import RaceError
     # the ranks are forked inside: they inherit the checks switched on here

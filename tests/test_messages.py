@@ -286,3 +286,37 @@ def test_an_npu_compile_refusal_has_no_schedule_hint(pytester, _repo_path):
     assert "ub overflow" in ub and "BLOCK=" in ub, out
     assert "free schedule" not in ub and "--sim-race-check" not in ub, ub
     assert "free schedule" in own and "--sim-seeds 50" in own, own
+
+
+FAILING_LAUNCH_TEST = '''
+import triton_dist
+
+def body():
+    assert triton_dist.rank() == 5, "rank is not 5"
+
+def test_fails():
+    triton_dist.launch(body, world_size=2)
+'''
+
+
+def test_a_failed_launch_is_shown_at_the_users_call(pytester, _repo_path):
+    """pytest shows the test's own line and the rank's traceback, not launch()'s source (it
+    printed triton_dist/launcher.py, sim/backend.py and ~25 lines of sim/launch.py's launch)."""
+    pytester.makepyfile(test_tb=FAILING_LAUNCH_TEST)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "test_tb.py:7: RankError" in out and 'assert triton_dist.rank() == 5, "rank is not 5"' in out, out
+    assert "def launch(" not in out and "launcher.py:" not in out and "sim/backend.py:" not in out, out
+
+
+def test_only_launch_failures_hide_our_frames():
+    """The other side: an exception that is a fault of ours (not a launch failure or a misuse
+    triton_dist reports) keeps its frames."""
+    from triton_dist.launcher import hide_launch_frames
+    for exc, hidden in ((triton_dist.RankError(1, "AssertionError", "x"), True),
+                        (triton_dist.TritonDistError("bad peer"), True), (ValueError("ours"), False)):
+        try:
+            raise exc
+        except Exception:
+            assert hide_launch_frames(pytest.ExceptionInfo.from_current()) is hidden, exc

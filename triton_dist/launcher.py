@@ -109,6 +109,7 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     lines.  An option left as None takes the session default (DEFAULTS), which the pytest plugin
     and the command line set.
     """
+    __tracebackhide__ = hide_launch_frames
     LAUNCHES[0] += 1
     _refuse_inside_a_rank(fn, world_size)
     if not callable(fn):
@@ -215,6 +216,15 @@ def _refuse_inside_a_rank(fn, world_size) -> None:
         f"script with `sys.exit(triton_dist.main_or_launch({name}, world_size={world_size!r}))`, which "
         f"runs {name}() as this rank under torchrun / `triton-dist run` and launches {world_size!r} ranks "
         f"when started with plain python; or call triton_dist.init() and then {name}() yourself")
+
+
+def hide_launch_frames(excinfo) -> bool:
+    """pytest's __tracebackhide__ for launch() and the backend frames under it: a failed launch or
+    a misuse it reports is shown at the user's call, its message saying where in the ranks it
+    happened (pytest printed ~25 lines of launch()'s source before it); any other exception is
+    a fault of ours and keeps its frames."""
+    from .errors import LAUNCH_FAILURES, TritonDistError
+    return excinfo.errisinstance((TritonDistError, *LAUNCH_FAILURES))
 
 
 def main_or_launch(main, world_size=4) -> int:
