@@ -202,3 +202,15 @@ def test_split_blocks_in_sync_block_all_as_many_as_ai_cores_pass_one_more_is_173
     text = str(ei.value)
     assert "grid of 3 blocks on 2 AI cores" in text, text
     assert "triton-ascend #1738 \"ext.sync_block_all causes device deadlock\"" in text, text
+
+
+@pytest.mark.slow
+def test_a_grid_over_65535_runs_under_all_blocks_parallel(request, monkeypatch):
+    """256x257 = 65792 programs on the 48 vector cores of the default profile, each core looping:
+    every program runs once (torch's arange).  49 s at load average 14 on 2 cores: run with -m slow."""
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("slow (about 50 s): run with -m slow")
+    monkeypatch.delenv("TRITON_DIST_SIM_CORES", raising=False)
+    monkeypatch.setenv("TRITON_ALL_BLOCKS_PARALLEL", "1")
+    res = triton_dist.launch(_touch, (256, 257), world_size=1, timeout=600)
+    assert torch.equal(res.values[0], torch.arange(1, 256 * 257 + 1, dtype=torch.int32))
