@@ -6,6 +6,7 @@ The oracle is the call the kernel wrote (its name, its argument) and the documen
 (ranks are 0..n-1; nbytes is a uint32; the RMA element types of docs/semantics.md §6).
 """
 import os
+import shutil
 import sys
 
 import pytest
@@ -320,3 +321,79 @@ def test_only_launch_failures_hide_our_frames():
             raise exc
         except Exception:
             assert hide_launch_frames(pytest.ExceptionInfo.from_current()) is hidden, exc
+
+
+NPU_MARKED_TEST = '''
+import pytest
+
+@pytest.mark.backend("npu")
+def test_needs_an_npu():
+    assert False, "must not run without an NPU"
+
+def test_on_backend(backend):
+    pass
+'''
+
+
+def test_a_backend_skip_is_reported_at_the_tests_line(pytester, _repo_path):
+    """`pytest -rs`: the npu marker's skip and the backend fixture's name the test file and line
+    (they named triton_dist/pytest_plugin/__init__.py, the line of its pytest.skip)."""
+    if shutil.which("npu-smi"):
+        pytest.skip("checks the skip of a machine without an NPU")
+    pytester.makepyfile(test_npu=NPU_MARKED_TEST)
+    r = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider", "--backend", "sim,npu")
+    out = r.stdout.str()
+    skips = [ln for ln in r.outlines if ln.startswith("SKIPPED")]
+    assert len(skips) == 2 and r.ret == pytest.ExitCode.OK, out
+    assert any("test_npu.py:3:" in ln for ln in skips) and any("test_npu.py:7:" in ln for ln in skips), out
+    assert "pytest_plugin" not in "\n".join(skips), out
+
+
+def _send_tile(tmp_path, fence: bool):
+    """The README's first kernel (its oracle: rank 1 compares what it read with torch's tile),
+    with or without its fence."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        from test_readme_program import _block, _twin
+    finally:
+        sys.path.pop(0)
+    program = _block("# send_tile.py")
+    name = "send_tile.py" if fence else "send_tile_nofence.py"
+    (tmp_path / name).write_text(program if fence else _twin(program))
+    return name
+
+
+def _cli(args, cwd):
+    import subprocess
+    env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "triton_dist.cli", *args], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_explore_summary_groups_failures_by_the_diagnosis(tmp_path):
+    """explore's summary shows the diagnosis replay prints first ([fence] and its words), with the
+    count of seeds that failed that way; it showed 'N x rank 1 raised AssertionError' only."""
+    name = _send_tile(tmp_path, fence=False)
+    rc, out, err = _cli(["explore", "-n", "2", name, "--seeds", "2"], tmp_path)
+    assert rc == 1, out + err
+    kinds = [ln for ln in out.splitlines() if " x " in ln]
+    assert len(kinds) == 1 and "x [fence] rank 1 raised AssertionError" in kinds[0], out
+    assert "the device model saw: [fence]" in out and "Fix: call libshmem_device.fence()" in out, out
+
+
+def test_explore_summary_of_the_fenced_kernel_has_no_diagnosis(tmp_path):
+    name = _send_tile(tmp_path, fence=True)
+    rc, out, err = _cli(["explore", "-n", "2", name, "--seeds", "2"], tmp_path)
+    assert rc == 0 and "2 passed, 0 failed" in out and "[fence]" not in out, out + err
+
+
+def test_the_replay_event_log_has_column_headers(tmp_path):
+    """The event log names its columns, and a tile store shows the data it wrote (src[0] = 1, by
+    torch's arange + 1), not '= 0, saw 1' as if 0 had been stored."""
+    name = _send_tile(tmp_path, fence=False)
+    rc, out, err = _cli(["replay", "-n", "2", name, "--schedule", "explore", "--seed", "0"], tmp_path)
+    log = (out + err).split("steps:\n", 1)[1].splitlines()
+    assert "kernel line" in log[0] and "address" in log[0] and "value (" in log[0] and "saw (" in log[0], log[0]
+    stores = [ln for ln in log if " store  " in ln and "'data' allocated" in ln]
+    assert stores and stores[0].endswith("  saw 1") and " = 0" not in stores[0], "\n".join(log)

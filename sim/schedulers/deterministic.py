@@ -191,10 +191,17 @@ class SharedSchedule:
                 addr = f"0x{int(e['addr']):x}" if int(e["addr"]) else "-"
             value = int(e["value"]) + ((1 << 64) if int(e["wide"]) else 0)
             kind = int(e["has_seen"])
-            seen = "" if not kind else f", saw {int(e['seen'])}" if kind == 1 else f", saw {float(e['seen_f']):g}"
+            # a tile load or store has no operand of its own (value 0): only the data it moved is
+            # shown ('= 0, saw 100' read as if 0 had been stored); host steps have neither
+            parts = [] if (kind and value == 0) or (not kind and value == 0 and addr == "-") else [f"value {value}"]
+            if kind:
+                parts.append(f"saw {int(e['seen'])}" if kind == 1 else f"saw {float(e['seen_f']):g}")
             out.append(f"  step {int(e['step']):>7}  {who:14s} {text(e['op']):26s} "
-                       f"{text(e['where']):44s} {addr} = {value}{seen}")
-        return f"last {len(out)} of {self.steps()} steps:\n" + "\n".join(out)
+                       f"{text(e['where']):44s} {addr}  {', '.join(parts)}".rstrip())
+        head = (f"  {'step':>12}  {'who':14s} {'op':26s} {'kernel line':44s} address  "
+                f"value (a signal's, the awaited one, a scalar stored), saw (what a load or wait read, "
+                f"or a store wrote: the first element)")
+        return f"last {len(out)} of {self.steps()} steps:\n" + head + "\n" + "\n".join(out)
 
 
 def _rank_namer():
