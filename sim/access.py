@@ -279,8 +279,12 @@ def store(ptrs: np.ndarray, value: np.ndarray, mask, scalar: bool, base=None) ->
         return
     lo, hi = int(sel.min()), int(sel.max()) + itemsize
     _check(rt, base, sel, lo, hi, itemsize, lambda: f"store of {value.dtype.name}")
-    if m is not None:       # a partial mask: the NPU compiler may read and write the whole tile
-        widened_mask.check(rt, base, ptrs, m, sel.size, itemsize, "store", value.dtype.name)
+    if m is not None and widened_mask.check(rt, base, ptrs, m, sel.size, itemsize, "store", value.dtype.name):
+        # as the NPU runs it: the whole tile, masked-off lanes written back with what they hold now (a
+        # program writing them meanwhile loses its write: the race detector sees a whole-tile store)
+        value = np.where(m, value, _cpu.load(ptrs, _all(ptrs), _zeros(ptrs.shape, value.dtype), value.dtype))
+        mask, m, sel = None, None, ptrs.ravel()
+        lo, hi = int(sel.min()), int(sel.max()) + itemsize
     rt.sched.point("store" if not scalar else "scalar store", int(sel[0]))
     rt.sched.saw(value, m)          # the event log shows what it stores (deterministic schedules)
     rt.spin_wrote(c, lo, hi)        # progress, unless only a count of a spin's rounds (sim/spin.py)

@@ -110,24 +110,25 @@ def _coords(i: int, shape) -> list:
     return out[::-1]
 
 
-def check(rt, base, ptrs: np.ndarray, m: np.ndarray, count: int, itemsize: int, op: str, dtype_name: str) -> None:
+def check(rt, base, ptrs: np.ndarray, m: np.ndarray, count: int, itemsize: int, op: str, dtype_name: str) -> bool:
     """The access (`op` in WIDENED_OPS) with the partial mask `m` (the pointers' shape), `count`
     lanes of it active: if the
     mask is not a box, every lane of the tile must lie in the pointer's tensor (`base`: lo, hi,
-    name) or, with no base known, in one buffer of the address space."""
+    name) or, with no base known, in one buffer of the address space.  True: the NPU widens this
+    access (every lane of the tile is in bounds); False: it keeps the mask."""
     if is_box(m, count):
-        return
+        return False
     lo, hi = int(ptrs.min()), int(ptrs.max()) + itemsize
     if base is not None:
         if base[0] <= lo and hi <= base[1]:
-            return
+            return True
         flat = ptrs.ravel()
         out = np.flatnonzero((flat < np.uint64(base[0])) | (flat + np.uint64(itemsize) > np.uint64(base[1])))
         place = lambda a: f"offset {a - base[0]} of {base[2]} (a tensor of {base[1] - base[0]} bytes)"
     else:   # no tensor known: the lanes must share the buffer of the first active lane
         home = rt.space.find(int(ptrs[m].ravel()[0]))
         if home is not None and home.start <= lo and hi <= home.end:
-            return
+            return True
         flat = ptrs.ravel().tolist()
         out = [i for i, a in enumerate(flat) if home is None or not (home.start <= a and a + itemsize <= home.end)]
         place = lambda a: f"address 0x{a:x} ({rt.space.describe(a)})"

@@ -188,3 +188,39 @@ def test_npu_compile_keep_shows_the_whole_tile_copy(tmp_path):
     # offs < n: a bounded copy of a subview of n elements, no select
     assert not whole.findall(adapted[tail_copy]) and "arith.select" not in adapted[tail_copy], adapted[tail_copy]
     assert re.search(r"memref\.subview %reinterpret_cast\w*\[0\] \[%", adapted[tail_copy]), adapted[tail_copy]
+
+
+@triton.jit
+def interleaved(out, BLOCK: tl.constexpr):
+    # program p writes the lanes offs % 2 == p of one shared tile: disjoint bytes, but each store is widened
+    offs = tl.arange(0, BLOCK)
+    p = tl.program_id(0)
+    m = offs % 2 == p
+    tl.store(out + offs, (offs + 1).to(tl.float32), mask=m)
+
+
+@triton.jit
+def halves(out, BLOCK: tl.constexpr):
+    # program p writes the half [p * BLOCK // 2, (p + 1) * BLOCK // 2): contiguous masks, kept
+    offs = tl.arange(0, BLOCK)
+    p = tl.program_id(0)
+    m = (offs >= p * (BLOCK // 2)) & (offs < (p + 1) * (BLOCK // 2))
+    tl.store(out + offs, (offs + 1).to(tl.float32), mask=m)
+
+
+def test_widened_stores_of_two_programs_lose_writes_contiguous_halves_do_not():
+    # on the NPU each widened store reads the tile, selects and writes all of it back: two programs
+    # doing so at once can each write back the other's lanes as they were before.  The simulator
+    # runs the store so (sim/access.py): under a deterministic schedule both stores read the tile
+    # before either lands, and one program's lanes are lost; the contiguous halves match torch.
+    def body(kernel):
+        out = torch.zeros(64)
+        kernel[(2,)](out, BLOCK=64)
+        return out
+    want = torch.arange(1, 65, dtype=torch.float32)
+    for seed in (0, 1):
+        run = lambda kernel: triton_dist.launch(lambda: body(kernel), world_size=1, schedule="random",
+                                                seed=seed).values[0]
+        torch.testing.assert_close(run(halves), want)
+        lost = run(interleaved) != want
+        assert int(lost.sum()) == 32 and (lost[0::2].all() or lost[1::2].all()), lost
