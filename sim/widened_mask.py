@@ -23,7 +23,9 @@ at run time has every lane of its tile checked against the pointer's tensor.  A 
 analysis cannot parse whose lanes happen to form a box at run time (`n > offs`, `offs > a`,
 `offs * 2 < n`, a mask loaded from memory) is widened on the NPU too but not reported here
 (inferred from the source, not verified on hardware).  Unmasked accesses and masks with every
-lane on never come here (sim/access.py: `m is None`).
+lane on never come here (sim/access.py: `m is None`).  A widened store whose tile is in bounds
+runs as the NPU runs it (sim/access.py): the whole tile, the masked-off lanes written back with
+what they hold at the store, so programs storing interleaved lanes of one tile can lose writes.
 """
 from __future__ import annotations
 
