@@ -109,12 +109,23 @@ def _is_jit(obj) -> bool:
     return _is_kernel(obj) or is_tuned(obj)
 
 
+# npu-compile's exit statuses (its --help lists them): 0 accepted, 1 refused by the compilers, 2 no
+# verdict (a wrong argument, target or path; a kernel that cannot be lowered; a compiler that could
+# not run), 3 the compilers are not on this machine (install them; nothing is wrong with the command)
+TOOLS_MISSING = 3
+
+
+def _tools_missing(e) -> int:
+    sys.stderr.write(f"triton-dist npu-compile: the NPU compilers are not here (exit {TOOLS_MISSING}): {e}\n")
+    return TOOLS_MISSING
+
+
 def _list_targets() -> int:
     """The chips the installed bishengir-compile takes (its own --help), each with its Unified Buffer."""
     from . import pipeline, targets, toolchain
     tools = toolchain.find()
     if tools.compiler is None:
-        raise CliError(f"no bishengir-compile to ask for its targets: {tools.compiler_why}")
+        return _tools_missing(f"no bishengir-compile to ask for its targets: {tools.compiler_why}")
     known = pipeline.known_targets(tools.compiler)
     if not known:
         raise CliError(f"{tools.compiler} --help lists no --target values; check the tool "
@@ -157,8 +168,7 @@ def _npu_compile(args) -> int:
                 out = pipeline.compile_kernel(kernel, signature, constexprs, target=target, options=options,
                                               keep=args.keep)
         except pipeline.ToolsMissing as e:
-            sys.stderr.write(f"triton-dist npu-compile: {e}\n")
-            return 2
+            return _tools_missing(e)
         _print_outcome(out, args.keep)
         if args.lint:
             sys.stdout.write(lint.report(out.kernel, findings) or f"lint: kernel {out.kernel}: no finding")
@@ -180,8 +190,7 @@ def _npu_compile(args) -> int:
                 out = pipeline.compile_kernel(v.kernel, signature, v.constexprs, target=target, options=v.options,
                                               keep=keep)
         except pipeline.ToolsMissing as e:
-            sys.stderr.write(f"triton-dist npu-compile: {e}\n")
-            return 2
+            return _tools_missing(e)
         except TritonDistError as e:        # no verdict for this config (cannot lower, the frontend refuses it)
             unlowered.append(v.label or str(i))
             sys.stdout.write(f"{head}no verdict\n" + "".join(f"  {line}\n" for line in str(e).splitlines()))
@@ -256,6 +265,7 @@ def _print_outcome(out, keep) -> None:
 
 
 NPU_COMPILE = Subcommand("npu-compile", "compile a kernel with the real NPU compilers (triton-ascend's "
-                         "triton-adapter-opt, AscendNPU-IR's bishengir-compile) up to hivmc; exit 0 accepted, "
-                         "1 refused by the compilers, 2 anything else (tools missing, cannot lower, a wrong "
-                         "argument, target or path)", _configure_npu_compile, _npu_compile, order=41)
+                         "triton-adapter-opt, AscendNPU-IR's bishengir-compile) up to hivmc.  Exit status: 0 accepted; "
+                         "1 refused by the compilers; 2 no verdict: a wrong argument, target or path, a kernel "
+                         "that cannot be lowered, or a compiler that could not run; 3 the compilers are not "
+                         "installed here (scripts/setup.sh installs them)", _configure_npu_compile, _npu_compile, order=41)

@@ -397,3 +397,19 @@ def test_the_replay_event_log_has_column_headers(tmp_path):
     assert "kernel line" in log[0] and "address" in log[0] and "value (" in log[0] and "saw (" in log[0], log[0]
     stores = [ln for ln in log if " store  " in ln and "'data' allocated" in ln]
     assert stores and stores[0].endswith("  saw 1") and " = 0" not in stores[0], "\n".join(log)
+
+
+def test_npu_compile_tells_missing_compilers_from_a_usage_error(tmp_path, monkeypatch):
+    """Exit 3 and 'not here' when the compilers are missing; exit 2 for a wrong argument (both were
+    2); --help lists the statuses."""
+    name = _send_tile(tmp_path, fence=True)
+    sig = ["--signature", "data=*fp32,sig=*i32,src=*fp32,out=*fp32", "--constexpr", "N=16"]
+    with monkeypatch.context() as m:
+        m.setenv("TRITON_DIST_BISHENGIR_COMPILE", "/nonexistent/bishengir-compile")
+        rc, out, err = _cli(["npu-compile", f"{name}::send_tile", *sig], tmp_path)
+    assert rc == 3 and "NPU compilers are not here" in err and "/nonexistent/bishengir-compile" in err, out + err
+    rc, out, err = _cli(["npu-compile", f"{name}::no_such_kernel", *sig], tmp_path)
+    assert rc == 2 and "defines no 'no_such_kernel'" in err, out + err
+    rc, out, err = _cli(["npu-compile", "--help"], tmp_path)
+    text = " ".join(out.split())
+    assert rc == 0 and "1 refused by the compilers" in text and "3 the compilers are not installed here" in text, out

@@ -127,7 +127,7 @@ def test_a_launch_is_compiled_for_each_chip_of_the_session(tmp_path, monkeypatch
     assert f"--target {A2})" in e.value.message and "1572864 bits available" in e.value.message
 
 
-def test_a_helper_the_compiler_cannot_find_is_exit_2_not_a_refusal(capsys, tmp_path, monkeypatch):
+def test_a_helper_the_compiler_cannot_find_is_exit_3_not_a_refusal(capsys, tmp_path, monkeypatch):
     # a bishengir-compile without bishengir-compile-a5 beside it (nor on PATH): for an A5 target it says
     # "[ERROR] Cannot find bishengir-compile-a5 under $PATH", which is no verdict on the kernel
     alone = tmp_path / "bin" / "bishengir-compile"
@@ -137,7 +137,7 @@ def test_a_helper_the_compiler_cannot_find_is_exit_2_not_a_refusal(capsys, tmp_p
     monkeypatch.setenv("TRITON_DIST_NPU_COMPILE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     rc, out, err = _cli(capsys, f"{KERNELS}::vector_add", "-s", ADD_SIG, "-c", "BLOCK=1024", "--target", A5)
-    assert rc == 2, out + err
+    assert rc == 3, out + err       # a compiler missing here (exit 3), not a usage error (2)
     assert "needs bishengir-compile-a5" in err and "no verdict on the kernel" in err, err
     assert "refuses" not in out + err
 
