@@ -1,0 +1,98 @@
+"""Users' silent-miscompile threads tried against triton-ascend 3.2.0's compilers through backend
+hivm (the module bishengir-compile hands to hivmc, run on the CPU), each compared with torch.
+
+A thread that reproduces is a test that asserts the compiled result differs from torch the way
+the thread says (so it fails the day the compiler is fixed, and the docs line is then to move);
+a thread that does not reproduce is a test that asserts agreement, with a line in docs/ascend.md.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_dist
+
+
+def _missing():
+    from triton_dist.backend_ascend.cpu_run.backend import HivmBackend
+    return HivmBackend.missing()
+
+
+pytestmark = pytest.mark.skipif(bool(_missing()), reason=f"backend hivm cannot run here: {'; '.join(_missing())}")
+
+
+# triton-lang/triton-ascend #2290: `(vec_bool != scalar_true)` reported to fold to all-true,
+# whether the scalar comes from tl.load or is a literal
+@triton.jit
+def ne_loaded_true(x_ptr, flag_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    b = tl.load(x_ptr + offs) > 0.0
+    t = tl.load(flag_ptr) != 0          # a scalar i1, true at run time
+    tl.store(out_ptr + offs, (b != t).to(tl.float32))
+
+
+@triton.jit
+def ne_literal_true(x_ptr, flag_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    b = tl.load(x_ptr + offs) > 0.0
+    tl.store(out_ptr + offs, (b != True).to(tl.float32))  # noqa: E712 (the thread's form)
+
+
+# triton-lang/triton-ascend #1416: a program reading back, through the same indirect addresses,
+# what it has just stored got other values (a load moved before the store; PR #2172)
+@triton.jit
+def store_then_reload(idx_ptr, x_ptr, out_ptr, res_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    idx = tl.load(idx_ptr + offs)
+    tl.store(out_ptr + idx, tl.load(x_ptr + offs) + 1.0)
+    tl.store(res_ptr + offs, tl.load(out_ptr + idx) * 2.0)
+
+
+def _ne_true(kernel):
+    torch.manual_seed(0)
+    x = torch.randn(64)
+    out = torch.full((64,), float("nan"))
+    kernel[(1,)](x, torch.ones(1, dtype=torch.int32), out, BLOCK=64)
+    return out, (x <= 0).float()        # b != True is not b
+
+
+def _reload():
+    torch.manual_seed(0)
+    idx = torch.randperm(64, dtype=torch.int32)
+    x = torch.randn(64)
+    out, res = torch.zeros(64), torch.full((64,), float("nan"))
+    store_then_reload[(1,)](idx, x, out, res, BLOCK=64)
+    return res, (x + 1.0) * 2.0
+
+
+def _module(kernel, signature, constexprs):
+    from triton_dist.backend_ascend.cpu_run import stages, stages_ir
+    _, text = stages_ir.compiled_ir(kernel, signature, constexprs, after=stages.FINAL)
+    return text
+
+
+# REPRODUCES with bishengir-compile 1.2.0 / triton-adapter-opt 3.2.0: the i1 compare is done in
+# f16, the vector side through vcast_bool_to_half (true -> 1.0) and the scalar side through
+# arith.sitofp (true -> -1.0: i1 is signed), so `half(b) == -1.0` never holds and the vnot makes
+# every lane true.  Read from the module after convert-hivm-to-std; the NPU's result is inferred.
+@pytest.mark.parametrize("kernel, scalar", [(ne_loaded_true, "arith.sitofp %4 : i1 to f16"),
+                                            (ne_literal_true, "arith.constant -1.000000e+00 : f16")],
+                         ids=["loaded", "literal"])
+def test_2290_vec_bool_ne_scalar_true_compiles_to_all_true(kernel, scalar):
+    (got, want), = triton_dist.launch(_ne_true, kernel, world_size=1, backend="hivm").values
+    assert 0 < want.sum() < 64          # the oracle (torch) has both values, so all-true shows
+    assert torch.equal(got, torch.ones(64)), f"compiled {got.tolist()} (the thread: all true; torch {want.tolist()})"
+    # the reason, in the compiled module: the scalar true becomes -1.0 before the f16 compare
+    text = _module(kernel, {"x_ptr": "*fp32", "flag_ptr": "*i32", "out_ptr": "*fp32"}, {"BLOCK": 64})
+    assert scalar in text and "vcast_bool_to_half_1d" in text and "vcmp_eq_1d_half" in text and "vnot_1d_bool" in text
+
+
+# DOES NOT REPRODUCE here: the 3.2.0 compilers lower the indirect store and the indirect reload
+# to scalar loops over the UB index tile, in program order (store loop, then reload loop), and
+# the compiled kernel agrees with torch.  The thread's fix (PR #2172) is on the main line's
+# indirect-access rewrite, which 3.2.0 does not run.
+def test_1416_same_program_reload_reads_its_own_store():
+    (got, want), = triton_dist.launch(_reload, world_size=1, backend="hivm").values
+    assert torch.equal(got, want), f"compiled {got.tolist()} != torch {want.tolist()}"
