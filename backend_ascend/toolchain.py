@@ -146,10 +146,11 @@ def _find_adapter():
     return path, "", f"the triton-ascend {TRITON_ASCEND_VERSION} wheel (cached in {os.path.dirname(path)})"
 
 
-def _layered_adapters() -> list:
-    """The adapter caches of the environments whose site-packages are on sys.path besides this one's
-    (<prefix>/lib/pythonX.Y/site-packages -> the same place as cache_dir() under <prefix>); none when
-    the cache is not inside this environment (a cache_dir() pointed elsewhere)."""
+def _layered_adapters(name: str = "triton-adapter-opt") -> list:
+    """The caches' `name` (the adapter, or another file taken from the same wheel) of the environments
+    whose site-packages are on sys.path besides this one's (<prefix>/lib/pythonX.Y/site-packages -> the
+    same place as cache_dir() under <prefix>); none when the cache is not inside this environment (a
+    cache_dir() pointed elsewhere)."""
     rel = os.path.relpath(cache_dir(), sys.prefix)
     if rel.startswith(os.pardir):
         return []
@@ -159,7 +160,7 @@ def _layered_adapters() -> list:
         if len(parts) > 3 and parts[-1] == "site-packages" and parts[-3] == "lib":
             prefix = os.sep.join(parts[:-3])
             if os.path.realpath(prefix) != os.path.realpath(sys.prefix):
-                out.append(os.path.join(prefix, rel, "triton-adapter-opt"))
+                out.append(os.path.join(prefix, rel, name))
     return out
 
 
@@ -237,6 +238,13 @@ def main(argv=None) -> int:
     if args == ["fetch"]:
         path, message = fetch_adapter()
         print(f"[setup] {message}")
+        # triton-ascend's libtriton (the TTIR passes of non-power-of-two kernels, ascend_ttir.py): taken
+        # now, once, rather than by the first compile of each test process
+        from .ascend_ttir import Unavailable, fetch_libtriton
+        try:
+            print(f"[setup] triton-ascend's libtriton is cached and verified ({fetch_libtriton()})")
+        except Unavailable as e:
+            print(f"[setup] {e}; non-power-of-two kernels will not compile here")
         return 0           # a machine without the tool still sets up; the checks skip saying why
     if args == ["find"]:
         tools = find()
