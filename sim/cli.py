@@ -266,20 +266,35 @@ def run(args) -> int:
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
+def diagnosis(e) -> str:
+    """The device model's most relevant finding on a failure ('[fence] rank 1 core 0 loaded ...'),
+    as replay prints it first under 'what the device model saw'; '' when it saw nothing."""
+    evidence = getattr(e, "evidence", None) or []
+    return evidence[0] if evidence and evidence[0].startswith("[") else ""
+
+
 def failure_kind(e) -> str:
-    """What tells one failure from another: its type and first line, numbers blanked."""
+    """What tells one failure from another: the diagnosis's kind ('[fence]'), then the failure's
+    type and first line, numbers blanked (one seed's stale read and another's are one kind)."""
     import triton_dist
     if isinstance(e, triton_dist.RankError):
         first = f"{e.exc_type}: {e.message.splitlines()[0] if e.message else ''}"
     else:
         first = f"{type(e).__name__}: {str(e).splitlines()[0]}"
-    return _NUMBERS.sub("N", first)
+    label = diagnosis(e).split("]", 1)[0] + "] " if diagnosis(e) else ""
+    return label + _NUMBERS.sub("N", first)
 
 
 def configure_explore(p):
     _common(p, schedule_default="explore", remainder=False)
     p.add_argument("--seeds", type=int, default=100, help="how many seeds to try")
     p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--shard", metavar="I/N", default=None,
+                   help="try only the seeds s with s mod N == I (one machine of N; triton_dist/seed_shards.py) "
+                        "and write what was found to --results; `triton-dist explore-merge` joins the shards")
+    p.add_argument("--results", metavar="FILE.json", default=None,
+                   help="with --shard: where to write this shard's results (default "
+                        ".triton_dist/seed-shards/explore-SCRIPT-shard-I-of-N.json)")
 
 
 def _progress(i, total, passed, failed, width=30):
@@ -301,13 +316,23 @@ def explore(args) -> int:
     if args.first_seed + args.seeds - 1 > schedulers.SEED_MAX:
         raise CliError(f"--first-seed {args.first_seed} with --seeds {args.seeds} runs past the last seed "
                        f"2**64-1 ({schedulers.SEED_MAX}); start lower or try fewer seeds")
+    from triton_dist import seed_shards
+    shard = None
+    if args.shard is not None:
+        try:
+            shard = seed_shards.parse(args.shard)
+        except seed_shards.ShardError as e:
+            raise CliError(f"--shard: {e}") from None
+    elif args.results is not None:
+        raise CliError("--results names the file of a shard: give --shard I/N with it")
+    todo = seed_shards.seeds(args.first_seed, args.seeds, shard)
     kinds = {}          # kind -> [first seed, count, message]
     passed = 0
     t0 = time.monotonic()
     tty = sys.stderr.isatty()
     tried = 0
     race = None
-    for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
+    for i, seed in enumerate(todo):
         tried += 1
         try:
             _launch(args, seed=seed)
@@ -316,12 +341,12 @@ def explore(args) -> int:
             k = failure_kind(e)
             if k not in kinds:
                 digest = getattr(e, "schedule_digest", "") or getattr(getattr(e, "result", None), "schedule_digest", "")
-                kinds[k] = [seed, 0, str(e).splitlines()[0], digest]
+                kinds[k] = [seed, 0, str(e).splitlines()[0], digest, diagnosis(e)]
             kinds[k][1] += 1
             if isinstance(e, triton_dist.RaceError) or getattr(e, "races", None):
                 race = (seed, e)        # a failed launch is race-checked too (sim/launch.py)
-        if tty or (i + 1) % 10 == 0 or i + 1 == args.seeds or race:
-            _progress(i + 1, args.seeds, passed, sum(v[1] for v in kinds.values()))
+        if tty or (i + 1) % 10 == 0 or i + 1 == len(todo) or race:
+            _progress(i + 1, len(todo), passed, sum(v[1] for v in kinds.values()))
             if not tty:
                 sys.stderr.write("\n")
         if race:        # happens-before does not depend on the seed: every seed finds this race
@@ -334,10 +359,24 @@ def explore(args) -> int:
         print(f"stopped at seed {race[0]}, the first with a race (the race detector finds the same races "
               f"under every seed):")
         print(str(race[1]))
-    for kind, (seed, count, first, digest) in sorted(kinds.items(), key=lambda kv: kv[1][0]):
-        print(f"  {count:4d} x {first}")
+    # grouped by the device model's diagnosis, one example each: the finding replay prints first
+    for kind, (seed, count, first, digest, why) in sorted(kinds.items(), key=lambda kv: kv[1][0]):
+        label = why.split("]", 1)[0] + "] " if why else ""
+        print(f"  {count:4d} x {label}{first}")
+        if why:
+            print(f"         the device model saw: {why}")
         print(f"         first seed {seed} (digest {digest or '-'}); replay: "
               f"{replay_line(args, args.schedule, seed)}")
+    if shard is not None:
+        path = args.results or seed_shards.default_path(
+            "explore", shard, os.path.splitext(os.path.basename(args.script))[0])
+        seed_shards.write(path, source="explore", shard=shard, first=args.first_seed, count=args.seeds,
+                          schedule=args.schedule, tried=tried, failures={
+                              kind: {"seed": seed, "count": count, "message": first,
+                                     "replay": replay_line(args, args.schedule, seed)}
+                              for kind, (seed, count, first, digest, _why) in kinds.items()})
+        print(f"shard {shard[0]}/{shard[1]} (seeds s with s mod {shard[1]} == {shard[0]}) written to {path}; "
+              f"join the shards with `triton-dist explore-merge FILES...`")
     return 0 if passed == tried and not race else 1
 
 

@@ -47,7 +47,7 @@ _BUILTIN = {
     SUBCOMMANDS: {"run": "triton_dist.sim.cli:RUN", "explore": "triton_dist.sim.cli:EXPLORE", "replay": "triton_dist.sim.cli:REPLAY",
                   "predict": "triton_dist.sim.predict.cli:PREDICT", "lower": "triton_dist.backend_ascend.cli:LOWER",
                   "npu-compile": "triton_dist.backend_ascend.cli:NPU_COMPILE",
-                  "compare": "triton_dist.compare_cli:COMPARE"},
+                  "compare": "triton_dist.compare_cli:COMPARE", "explore-merge": "triton_dist.seed_shards:MERGE"},
     LAUNCH_CHECKS: {"npu-compile": "triton_dist.backend_ascend.compile_check:check_launch"},
 }
 

@@ -18,6 +18,10 @@ Options:
   --sim-schedule S       default schedule of triton_dist.launch (free, random, pct)
   --sim-seed N           default seed (first seed with --sim-seeds)
   --sim-seeds K          run each test that launches ranks under K seeds
+  --sim-seed-shard I/N   of those seeds, only the s with s mod N == I (one CI job of N); the
+                         first failing seed of each test goes to --sim-seed-results (default
+                         .triton_dist/seed-shards/pytest-shard-I-of-N.json), and
+                         `triton-dist explore-merge FILES...` joins the shards
   --sim-race-check       turn the race detector on for every launch
   --sim-memory-model M   default memory model of triton_dist.launch (ascend, ascend-scalar-cache,
                          ascend-weak-atomics, coherent)
@@ -190,6 +194,13 @@ def pytest_addoption(parser):
     g.addoption("--sim-seed", type=int, default=None, help="seed for random/pct schedules")
     g.addoption("--sim-seeds", type=int, default=1, metavar="K",
                 help="run each test that launches ranks under K seeds (from --sim-seed, default 0)")
+    g.addoption("--sim-seed-shard", default=None, metavar="I/N",
+                help="with --sim-seeds: try only the seeds s with s mod N == I (shard I of N, one machine of a CI "
+                     "matrix) and write each test's first failing seed to --sim-seed-results; "
+                     "`triton-dist explore-merge FILES...` prints the union (triton_dist/seed_shards.py)")
+    g.addoption("--sim-seed-results", default=None, metavar="FILE.json",
+                help="with --sim-seed-shard: where this shard's results go (default "
+                     ".triton_dist/seed-shards/pytest-shard-I-of-N.json)")
     g.addoption("--sim-race-check", action="store_true", default=False,
                 help="check every launch for unordered conflicting accesses")
     g.addoption("--sim-memory-model", default=None, metavar="MODEL",
@@ -268,6 +279,7 @@ def pytest_configure(config):
             _check_requested(list(pair), known)
     if config.getoption("--sim-seeds") < 1:
         raise pytest.UsageError("--sim-seeds must be at least 1")
+    _check_shard(config)
     _check_seeds(config)
     if config.getoption("--sim-seeds") > 1 and config.getoption("--sim-schedule") in (None, "free"):
         raise pytest.UsageError(
@@ -380,8 +392,17 @@ def backend(request):
     for name in names:
         why = _available(name)
         if why:
-            pytest.skip(why if len(names) == 1 else f"cannot compare {' and '.join(names)}: {why}")
+            _skip_at_test(why if len(names) == 1 else f"cannot compare {' and '.join(names)}: {why}")
     return names[0]
+
+
+def _skip_at_test(why: str):
+    """Skip the running test, reported at the test's own line as a skipif marker's skip is (a plain
+    pytest.skip here was reported at this plugin's line, which tells the user nothing)."""
+    try:
+        raise pytest.skip.Exception(why, _use_item_location=True)
+    except TypeError:          # a pytest without item locations for skips (before 7.0)
+        pytest.skip(why)
 
 
 def pytest_runtest_setup(item):
@@ -396,13 +417,13 @@ def pytest_runtest_setup(item):
     for mark in item.iter_markers("backend"):
         why = _activate()
         if why:
-            pytest.skip(why)
+            _skip_at_test(why)
         for name in mark.args:
             if name not in _selected(item.config):
-                pytest.skip(f"backend {name!r} is not selected (--backend)")
+                _skip_at_test(f"backend {name!r} is not selected (--backend)")
             why = _available(name)
             if why:
-                pytest.skip(why)
+                _skip_at_test(why)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -413,15 +434,19 @@ def pytest_pyfunc_call(pyfuncitem):
     if pair is not None and _uses_our_backend_fixture(pyfuncitem):
         return _run_compared(pyfuncitem, pair)
     k = pyfuncitem.config.getoption("--sim-seeds")
-    if k <= 1 or not _loaded():
+    shard = getattr(pyfuncitem.config, "_triton_dist_shard", None)
+    if (k <= 1 and shard is None) or not _loaded():
         return None
-    from triton_dist import launcher
+    from triton_dist import launcher, seed_shards
     first = pyfuncitem.config.getoption("--sim-seed") or 0
+    todo = seed_shards.seeds(first, k, shard)
+    if not todo:
+        pytest.skip(f"none of the seeds {first}-{first + k - 1} is in shard {shard[0]}/{shard[1]}")
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     saved = launcher.DEFAULTS["seed"]
     try:
-        for seed in range(first, first + k):
-            if seed != first:             # each seed runs as its replay line would: fresh fixtures
+        for seed in todo:
+            if seed != todo[0]:           # each seed runs as its replay line would: fresh fixtures
                 args = _fresh_function_fixtures(pyfuncitem)
             launcher.DEFAULTS["seed"] = seed
             before = launcher.LAUNCHES[0]
@@ -559,6 +584,77 @@ def pytest_runtest_makereport(item, call):
                 ("  (the free schedule is not reproducible: add --sim-schedule explore --sim-seeds 50 to search, "
                  "--sim-race-check to check it for races)")
             rep.sections.append(("triton_dist replay", line + note))
+            seed = getattr(item, "_triton_dist_seed", None)
+            why = (getattr(exc, "evidence", None) or [""])[0]
+            if why.startswith("["):         # the device model's diagnosis, for the session's summary by kind
+                rep.user_properties.append((_DIAGNOSIS_PROPERTY, {"seed": seed, "finding": why}))
+            if getattr(item.config, "_triton_dist_shard", None) is not None and seed is not None:
+                crash = getattr(getattr(rep, "longrepr", None), "reprcrash", None)
+                message = (getattr(crash, "message", "") or "failed").splitlines()[0]
+                # user_properties travel from pytest-xdist's workers to the controller, which writes the file
+                rep.user_properties.append((_SHARD_PROPERTY, {"seed": seed, "count": 1, "message": message,
+                                                              "replay": line}))
+
+
+# --- --sim-seed-shard ---------------------------------------------------------------------------------
+_SHARD_PROPERTY = "triton_dist_seed_shard_failure"
+
+
+def _check_shard(config) -> None:
+    raw = config.getoption("--sim-seed-shard")
+    config._triton_dist_shard = None
+    if raw is None:
+        if config.getoption("--sim-seed-results") is not None:
+            raise pytest.UsageError("--sim-seed-results names the file of a shard: give --sim-seed-shard I/N with it")
+        return
+    why = _activate()               # sharding seeds is using the simulator: import triton_dist now
+    if why:
+        raise pytest.UsageError(f"--sim-seed-shard: {why}")
+    from triton_dist import seed_shards
+    try:
+        config._triton_dist_shard = seed_shards.parse(raw)
+    except seed_shards.ShardError as e:
+        raise pytest.UsageError(f"--sim-seed-shard: {e}") from None
+    if config.getoption("--sim-schedule") in (None, "free"):
+        raise pytest.UsageError("--sim-seed-shard splits the seeds of a deterministic schedule: add --sim-schedule "
+                                "explore (or aware, random, pct) and --sim-seeds K")
+    config._triton_dist_shard_runs = {"tried": 0, "failures": {}}
+
+
+_DIAGNOSIS_PROPERTY = "triton_dist_diagnosis"
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.failed:      # on the controller too (user_properties travel)
+        for name, value in getattr(report, "user_properties", ()):
+            if name == _DIAGNOSIS_PROPERTY:
+                _state.setdefault("diagnoses", []).append((report.nodeid, value))
+    runs = _state.get("shard_runs")
+    if runs is None or report.when != "call":
+        return
+    runs["tried"] += 1
+    for name, value in getattr(report, "user_properties", ()):
+        if name == _SHARD_PROPERTY:
+            runs["failures"][report.nodeid] = value
+
+
+def pytest_sessionstart(session):
+    if getattr(session.config, "_triton_dist_shard", None) is not None:
+        _state["shard_runs"] = session.config._triton_dist_shard_runs
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    shard = getattr(config, "_triton_dist_shard", None)
+    if shard is None or hasattr(config, "workerinput"):     # the controller writes the one file
+        return
+    from triton_dist import seed_shards
+    runs = config._triton_dist_shard_runs
+    path = config.getoption("--sim-seed-results") or seed_shards.default_path("pytest", shard)
+    config._triton_dist_shard_path = seed_shards.write(
+        path, source="pytest", shard=shard, first=config.getoption("--sim-seed") or 0,
+        count=config.getoption("--sim-seeds"), schedule=config.getoption("--sim-schedule"),
+        tried=runs["tried"], failures=runs["failures"])
 
 
 @pytest.fixture(autouse=True)
@@ -582,19 +678,18 @@ _TARGET_ENV = "TRITON_DIST_NPU_COMPILE_TARGET"
 
 def _check_targets(chips) -> None:
     """An unknown chip is a usage error at the start (in bishengir-compile's words, with the list), not a
-    failure of every launching test."""
+    failure of every launching test.  Asked of the registered npu-compile check (the core never imports
+    a backend package: triton_dist/registry.py)."""
+    from triton_dist import registry
+    from triton_dist.errors import TritonDistError
     try:
-        from triton_dist.backend_ascend import pipeline, toolchain
-        tools = toolchain.find()
-    except ImportError:
-        return
-    if tools.missing:
-        return
-    for chip in pipeline.targets_of(chips):
-        try:
-            pipeline.check_target(chip, tools)
-        except pipeline.UsageError as e:
-            raise pytest.UsageError(f"--npu-compile-targets: {e}") from None
+        check = registry.launch_check("npu-compile")
+    except TritonDistError:
+        return                      # no npu-compile check installed: every launch check says so
+    problem = getattr(check, "target_problem", None)
+    why = problem(chips) if problem is not None else None
+    if why:
+        raise pytest.UsageError(f"--npu-compile-targets: {why}")
 
 
 def _npu_compile_configure(config) -> None:
@@ -708,9 +803,31 @@ def npu_compile_summary(path) -> str:
     return text
 
 
+def diagnosis_summary(diagnoses) -> list:
+    """Failed tests grouped by the device model's diagnosis ('[fence]', '[never signalled]', ...),
+    the most frequent first, one example each with its seed and the finding's words."""
+    kinds = {}
+    for nodeid, d in diagnoses:
+        kinds.setdefault(d["finding"].split("]", 1)[0] + "]", []).append((nodeid, d))
+    lines = ["triton_dist: failed tests by what the device model saw:"]
+    for label, hits in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        nodeid, d = hits[0]
+        at = f" at seed {d['seed']}" if d.get("seed") is not None else ""
+        lines.append(f"  {len(hits):4d} x {label}  e.g. {nodeid}{at}: {d['finding'][len(label):].strip()}")
+    return lines
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _state.get("diagnoses"):
+        for line in diagnosis_summary(_state["diagnoses"]):
+            terminalreporter.write_line(line)
     path = getattr(config, "_triton_dist_npu_log", None) or (
         os.environ.get(_LOG_ENV) if config.getoption("--npu-compile") and not hasattr(config, "workerinput")
         else None)
     if path:
         terminalreporter.write_line(npu_compile_summary(path))
+    shard_path = getattr(config, "_triton_dist_shard_path", None)
+    if shard_path:
+        shard = config._triton_dist_shard
+        terminalreporter.write_line(f"seed shard {shard[0]}/{shard[1]} (seeds s with s mod {shard[1]} == {shard[0]}) "
+                                    f"written to {shard_path}; join the shards with `triton-dist explore-merge FILES...`")
