@@ -413,3 +413,35 @@ def test_npu_compile_tells_missing_compilers_from_a_usage_error(tmp_path, monkey
     rc, out, err = _cli(["npu-compile", "--help"], tmp_path)
     text = " ".join(out.split())
     assert rc == 0 and "1 refused by the compilers" in text and "3 the compilers are not installed here" in text, out
+
+
+SEEDS_TEST = '''
+import triton_dist
+from send_tile_nofence import main
+
+def test_once():
+    assert all(triton_dist.launch(main, world_size=2).values)
+
+def test_twice():
+    assert all(triton_dist.launch(main, world_size=2).values)
+'''
+
+
+def test_sim_seeds_session_groups_failed_tests_by_the_diagnosis(pytester, _repo_path):
+    """pytest --sim-seeds ends with the failed tests grouped by what the device model saw, one
+    example each (the seed and the [fence] finding); there was no such summary."""
+    _send_tile(pytester.path, fence=False)
+    pytester.makepyfile(test_twin=SEEDS_TEST)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sim-schedule", "explore", "--sim-seeds", "2")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "failed tests by what the device model saw" in out, out
+    kinds = [ln for ln in r.outlines if " x [" in ln]
+    assert len(kinds) == 1 and "2 x [fence]" in kinds[0] and "at seed 0" in kinds[0], out
+    assert "Fix: call libshmem_device.fence()" in kinds[0], kinds
+
+
+def test_a_passing_session_has_no_diagnosis_summary(pytester, _repo_path):
+    pytester.makepyfile(test_k=PASSING_TEST)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sim-schedule", "explore", "--sim-seeds", "2")
+    assert r.ret == pytest.ExitCode.OK and "by what the device model saw" not in r.stdout.str(), r.stdout.str()
