@@ -17,6 +17,7 @@ NPU_COMPILE=()
 if [ "${TRITON_DIST_NPU_COMPILE-1}" != 0 ]; then
   NPU_COMPILE=(--npu-compile --npu-compile-sources triton_dist/kernels,examples,tests/upstream_scenarios)
 fi
+bash scripts/lint_imports.sh      # the layers (pyproject.toml [tool.importlinter])
 .venv/bin/python -m pytest -n auto -q "${NPU_COMPILE[@]}" "$@"
 # the tests that exercise the interpreter adapters (sim/tritonapi/): conformance of the device
 # primitives and the kernel library against torch; the schedule sweeps and torchrun runs
