@@ -198,7 +198,7 @@ class SharedSchedule:
                 parts.append(f"saw {int(e['seen'])}" if kind == 1 else f"saw {float(e['seen_f']):g}")
             out.append(f"  step {int(e['step']):>7}  {who:14s} {text(e['op']):26s} "
                        f"{text(e['where']):44s} {addr}  {', '.join(parts)}".rstrip())
-        head = (f"  {'step':>12}  {'who':14s} {'op':26s} {'kernel line':44s} address  "
+        head = (f"  {'(step)':>12}  {'who':14s} {'op':26s} {'kernel line':44s} address  "
                 f"value (a signal's, the awaited one, a scalar stored), saw (what a load or wait read, "
                 f"or a store wrote: the first element)")
         return f"last {len(out)} of {self.steps()} steps:\n" + head + "\n" + "\n".join(out)
