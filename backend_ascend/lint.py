@@ -62,10 +62,10 @@ class Finding:
 
 def cores_of(target: str, mix: bool):
     """(cores a block of this kernel occupies one of, their kind) for an Ascend target, or None
-    when the part's core count is not known here (sim/device.py's table, from AscendNPU-IR's
-    NPUTargetSpec.td)."""
-    from triton_dist.sim import device     # the one table of core counts
-    counts = device.PROFILES.get(target[len("Ascend"):] if target.startswith("Ascend") else target)
+    when the part's core count is not known here (triton_dist/ascend_parts.py's table, from
+    AscendNPU-IR's NPUTargetSpec.td)."""
+    from triton_dist.ascend_parts import CORES
+    counts = CORES.get(target[len("Ascend"):] if target.startswith("Ascend") else target)
     if counts is None:
         return None
     cube, vector = counts

@@ -18,15 +18,11 @@ import os
 import types
 from dataclasses import dataclass
 
+from triton_dist.ascend_parts import CORES
 from triton_dist.errors import TritonDistError
 
-# name -> (cube cores, vector cores); AscendNPU-IR bishengir/include/bishengir/Dialect/HACC/
-# Targets/NPUTargetSpec.td L85-118, L177-198 (@52f96a1)
-PROFILES = {
-    "910B1": (24, 48), "910B2": (24, 48), "910B2C": (24, 48),
-    "910B3": (20, 40), "910B4": (20, 40), "910B4-1": (20, 40),
-    "910_9362": (20, 40), "910_9363": (20, 40), "910_9372": (20, 40), "910_9381": (24, 48),
-}
+# name -> (cube cores, vector cores): the one table, in the core (backend_ascend/lint.py reads it too)
+PROFILES = CORES
 DEFAULT = "910B2"
 
 
