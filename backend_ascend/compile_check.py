@@ -205,3 +205,23 @@ def check_launch(launch) -> None:
         if status == "error":
             _verdicts.pop(key, None)      # not a verdict: the next launch tries again
             raise NpuCompileCheckError(what)
+
+
+def target_problem(chips: str) -> str | None:
+    """Why the comma list `chips` cannot be compiled for (an unknown chip, in bishengir-compile's words
+    with its list), or None; None too where the tools are missing (each launch check then says so).
+    The pytest plugin asks this through the registered check (check_launch.target_problem) before any
+    test runs: the core finds it by entry point and never imports this package."""
+    from . import pipeline, toolchain
+    tools = toolchain.find()
+    if tools.missing:
+        return None
+    for chip in pipeline.targets_of(chips):
+        try:
+            pipeline.check_target(chip, tools)
+        except pipeline.UsageError as e:
+            return str(e)
+    return None
+
+
+check_launch.target_problem = target_problem
