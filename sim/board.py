@@ -50,7 +50,7 @@ WIDE = {"awaited": 1, "seen": 2}
 # 2 vector, sim/core_split.py; "AI cores/2": the 2 vector sub-cores of a mix kernel naming
 # sub_vec_id); prog counts instances
 AI_BLOCKS = "AI cores/"
-LOOPED = "loop:"        # kind prefix: the cores loop over programs (sim/grid_limits.py, TRITON_ALL_BLOCKS_PARALLEL=1)
+from .grid_limits import LOOPED    # kind prefix: the cores loop over programs (TRITON_ALL_BLOCKS_PARALLEL=1)
 # appended to the op of a core spinning on a poll whose only writes count its rounds (sim/spin.py)
 COUNTING = ", counting"
 

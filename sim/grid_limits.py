@@ -29,7 +29,9 @@ import os
 
 from triton_dist.errors import TritonDistError
 
-from .board import LOOPED   # the board's kind prefix of a launch whose cores loop over programs
+# the board's kind prefix of a launch whose cores loop over programs (sim/board.py reads it): defined
+# here, below the board, so that this module imports nothing of the simulator (docs/index.md "Layers")
+LOOPED = "loop:"
 
 CORE_DIM_MAX = 65535            # UINT16_MAX: the launch's coreDim
 ENV = "TRITON_ALL_BLOCKS_PARALLEL"

@@ -35,6 +35,14 @@ def test_the_core_layer_names_every_module_of_triton_dist():
     assert here - listed == set(), f"add these to the core layer in pyproject.toml: {sorted(here - listed)}"
 
 
+def test_the_sim_layers_name_every_module_of_sim():
+    text = (ROOT / "pyproject.toml").read_text()
+    listed = set(re.findall(r"triton_dist\.sim\.(\w+)", text.split("[tool.importlinter]", 1)[1]))
+    here = {p.stem for p in (ROOT / "sim").iterdir()
+            if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert here - listed == set(), f"add these to a layer of sim/ in pyproject.toml: {sorted(here - listed)}"
+
+
 def _tree(tmp_path):
     dst = tmp_path / "tree"
     for folder in ("triton_dist", "sim", "backend_ascend", "backend_cuda"):
@@ -47,6 +55,8 @@ def _tree(tmp_path):
     ("triton_dist/launcher.py", "from triton_dist.sim import device\n", "triton_dist.launcher -> triton_dist.sim.device"),
     ("sim/interp.py", "def _planted():\n    from ..backend_cuda import emit\n", "triton_dist.sim.interp -> triton_dist.backend_cuda.emit"),
     ("triton_dist/__init__.py", "def _planted():\n    import triton_dist.backend_ascend.lint\n", "triton_dist -> triton_dist.backend_ascend.lint"),
+    ("sim/heap.py", "def _planted():\n    from . import runtime\n", "triton_dist.sim.heap -> triton_dist.sim.runtime"),
+    ("sim/grid_limits.py", "def _planted():\n    from .board import Board\n", "triton_dist.sim.grid_limits -> triton_dist.sim.board"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, path, line, edge):
     tree = _tree(tmp_path)
