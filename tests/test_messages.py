@@ -399,18 +399,28 @@ def test_the_replay_event_log_has_column_headers(tmp_path):
     assert stores and stores[0].endswith("  saw 1") and " = 0" not in stores[0], "\n".join(log)
 
 
-def test_npu_compile_tells_missing_compilers_from_a_usage_error(tmp_path, monkeypatch):
+def test_npu_compile_tells_missing_compilers_from_a_usage_error(tmp_path, monkeypatch, capsys):
     """Exit 3 and 'not here' when the compilers are missing; exit 2 for a wrong argument (both were
-    2); --help lists the statuses."""
-    name = _send_tile(tmp_path, fence=True)
+    2); --help lists the statuses.  In-process, as a user's shell would see the status."""
+    from triton_dist.cli import main
+
+    def cli(*args):
+        try:
+            rc = main(list(args))
+        except SystemExit as e:         # a usage error, or --help, leaves through argparse
+            rc = e.code
+        got = capsys.readouterr()
+        return rc, got.out, got.err
+
+    name = str(tmp_path / _send_tile(tmp_path, fence=True))
     sig = ["--signature", "data=*fp32,sig=*i32,src=*fp32,out=*fp32", "--constexpr", "N=16"]
     with monkeypatch.context() as m:
         m.setenv("TRITON_DIST_BISHENGIR_COMPILE", "/nonexistent/bishengir-compile")
-        rc, out, err = _cli(["npu-compile", f"{name}::send_tile", *sig], tmp_path)
+        rc, out, err = cli("npu-compile", f"{name}::send_tile", *sig)
     assert rc == 3 and "NPU compilers are not here" in err and "/nonexistent/bishengir-compile" in err, out + err
-    rc, out, err = _cli(["npu-compile", f"{name}::no_such_kernel", *sig], tmp_path)
+    rc, out, err = cli("npu-compile", f"{name}::no_such_kernel", *sig)
     assert rc == 2 and "defines no 'no_such_kernel'" in err, out + err
-    rc, out, err = _cli(["npu-compile", "--help"], tmp_path)
+    rc, out, err = cli("npu-compile", "--help")
     text = " ".join(out.split())
     assert rc == 0 and "1 refused by the compilers" in text and "3 the compilers are not installed here" in text, out
 
