@@ -22,7 +22,7 @@ Long: test_core.py collects 9277 cases, 7407 of them marked `interpreter`; the p
 all of them took 34 min on the 2-core development machine at load ~20, the simulator needs
 ~1.5 s more per case (a rank started per test), hours for all.  `--sample-per-function K`
 (benchmarks/test_core_sample.py) takes the first K cases of every test function in both
-runs.  Run it in the background under nice; it is not part of CI.  The README's table:
+runs.  Run it in the background under nice; it is not part of CI.  docs/versions.md's table:
     python benchmarks/triton_test_core.py --source DIR --jobs 2 --sample-per-function 16
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The verdicts of README "Upstream Ascend code on the simulator": each scenario of
+# The verdicts of docs/guide.md "Upstream Ascend code on the simulator": each scenario of
 # tests/upstream_scenarios under 20 pct seeds, the race check, and 5 free-schedule runs.
 # Usage: bash benchmarks/upstream_verdicts.sh   (takes a few minutes on 2 cores)
 set -u

@@ -74,7 +74,7 @@ class LaunchResult:
     steps: int = 0          # scheduling decisions taken (deterministic schedules)
     switches: int = 0       # of which handed the baton to another task
     races: list = field(default_factory=list)   # races found by race_check (docs/races.md)
-    prediction: object = None   # predict=DEVICE: predicted times on that device (sim/predict, README)
+    prediction: object = None   # predict=DEVICE: predicted times on that device (sim/predict, docs/prediction.md)
 
     @property
     def race_report(self) -> str:
@@ -94,7 +94,7 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     process compiles or interprets kernels for (TRITON_DIST_BACKEND, default auto).
 
     The simulator's options (others reject them, naming the backend): schedule "free"
-    (default), "random", "pct", "aware" or "explore" (README, "Deterministic schedules");
+    (default), "random", "pct", "aware" or "explore" (docs/guide.md, "Deterministic schedules");
     seed for the deterministic schedules (None: a random one,
     reported in the result); memory_model "ascend" (default), "ascend-scalar-cache",
     "ascend-weak-atomics" or "coherent";
@@ -102,7 +102,7 @@ def launch(fn, *args, world_size, backend=None, schedule=None, seed=None, timeou
     race_check: True to raise RaceError (which carries the result) on races, "report" to
     only list them in LaunchResult.races (docs/races.md); predict: a device profile name
     ("h200-nvlink", "atlas-a2") to predict the run's kernel times on that device into
-    LaunchResult.prediction (README, "Performance prediction"); npu_compile: True to compile
+    LaunchResult.prediction (docs/prediction.md); npu_compile: True to compile
     every kernel the ranks launch with the real NPU compilers as well (the signature and
     constexprs of each launch; docs/ascend.md, "The real compiler on every kernel"): a kernel
     they refuse fails the launch with RankError naming NpuCompileError and the compiler's own

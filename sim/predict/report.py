@@ -52,7 +52,7 @@ class Prediction:
         return max(self.host_per_call_us, self.total_us / calls)
 
     def table(self) -> str:
-        lines = [f"predicted on {self.device} (no device ran this; see README 'Performance prediction')",
+        lines = [f"predicted on {self.device} (no device ran this; see docs/prediction.md)",
                  "| # | kernel | programs / cores | predicted us | per rank us | busiest pipe | waiting us |",
                  "| ---: | --- | ---: | ---: | --- | --- | ---: |"]
         for x in self.launches:

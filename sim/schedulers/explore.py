@@ -1,7 +1,7 @@
 """schedule="explore": a portfolio of strategies, one per seed.
 
 No single strategy finds every bug of the kernel library quickly (benchmarks/mutants/,
-README "Schedule explorers"): PCT keeps one task running and so misses bugs that need many
+docs/guide.md "Schedule explorers"): PCT keeps one task running and so misses bugs that need many
 interleavings in a short window (two SETs into one cache line), uniform random choice
 rarely lets one rank run a whole call ahead of the others, and both land a DMA store
 soon after its issue.  Seed s runs member MEMBERS[s % len(MEMBERS)], seeded with s, so
