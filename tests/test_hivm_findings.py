@@ -76,7 +76,9 @@ def _module(kernel, signature, constexprs):
 # REPRODUCES with bishengir-compile 1.2.0 / triton-adapter-opt 3.2.0: the i1 compare is done in
 # f16, the vector side through vcast_bool_to_half (true -> 1.0) and the scalar side through
 # arith.sitofp (true -> -1.0: i1 is signed), so `half(b) == -1.0` never holds and the vnot makes
-# every lane true.  Read from the module after convert-hivm-to-std; the NPU's result is inferred.
+# every lane true.  Read from the module after convert-hivm-to-std: the adapter's output still
+# compares i1 tensors; bishengir-compile's hfusion-normalize-ops makes the f16 compare.  That the
+# NPU's vcast_bool_to_half gives 1.0 for true (as the numpy template does) is inferred.
 @pytest.mark.parametrize("kernel, scalar", [(ne_loaded_true, "arith.sitofp %4 : i1 to f16"),
                                             (ne_literal_true, "arith.constant -1.000000e+00 : f16")],
                          ids=["loaded", "literal"])
