@@ -362,17 +362,5 @@ def _read_only_families():
 _READ_ONLY = _read_only_families()
 
 
-def _user_frame():
-    """The innermost frame outside the simulator and triton_dist: the user's call."""
-    import sys
-    f = sys._getframe(2)
-    here = os.path.dirname(os.path.abspath(__file__))
-    pkg = os.path.join(os.path.dirname(here), "triton_dist")
-    while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename.startswith(pkg)):
-        f = f.f_back
-    return f
-
-
-def _caller():
-    f = _user_frame()
-    return "<unknown>" if f is None else f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+# the user's call site, shared with host_p2p (sim/call_site.py, below this module)
+from .call_site import caller as _caller, user_frame as _user_frame  # noqa: E402,F401

@@ -26,6 +26,7 @@ import functools
 import threading
 
 from . import board as B
+from .call_site import caller
 from . import context, host_collectives
 
 SEND, RECV = 0, 1
@@ -176,5 +177,4 @@ def partner_gone(what, where, kind, peer, cause=None):
 
 
 def _caller():
-    from .backend import _caller as caller
     return caller()
