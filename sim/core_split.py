@@ -31,6 +31,7 @@ import ast
 import inspect
 import textwrap
 import threading
+import types
 
 from triton_dist.errors import TritonDistError
 
@@ -43,14 +44,35 @@ MAX_PENDING = 15     # CANN CrossCoreWaitFlag: a flagId's counter "can be set fo
 _USES: dict = {}
 
 
+def names_in(fn, name, seen) -> bool:
+    """Whether a kernel's code, or a @jit helper it names (by global or module attribute), names
+    `name` (sub_vec_id, sync_block_set, ...); `seen`: the code objects already walked."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    g = getattr(fn, "__globals__", {})
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if name in c.co_names:
+            return True
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        for n in c.co_names:          # helpers: @jit functions among the globals (and modules') it names
+            for cand in (g.get(n), *(getattr(m, n, None) for m in g.values() if isinstance(m, types.ModuleType))):
+                inner = getattr(cand, "fn", None)
+                if inner is not None and callable(inner) and names_in(inner, name, seen):
+                    return True
+    return False
+
+
 def uses_block_flags(fn) -> bool:
     """Whether a kernel, or a @jit helper it calls, names sync_block_set or sync_block_wait."""
-    from .compat.cann import _names
     code = getattr(fn, "__code__", None)
     if code is None:
         return False
     if code not in _USES:
-        _USES[code] = _names(fn, "sync_block_set", set()) or _names(fn, "sync_block_wait", set())
+        _USES[code] = names_in(fn, "sync_block_set", set()) or names_in(fn, "sync_block_wait", set())
     return _USES[code]
 
 

@@ -135,24 +135,9 @@ def calls_sub_vec_id(fn) -> bool:
     return _CALLS[code]
 
 
-def _names(fn, name, seen) -> bool:
-    code = getattr(fn, "__code__", None)
-    if code is None or code in seen:
-        return False
-    seen.add(code)
-    g = getattr(fn, "__globals__", {})
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        if name in c.co_names:
-            return True
-        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-        for n in c.co_names:          # helpers: @jit functions among the globals (and modules') it names
-            for cand in (g.get(n), *(getattr(m, n, None) for m in g.values() if isinstance(m, types.ModuleType))):
-                inner = getattr(cand, "fn", None)
-                if inner is not None and callable(inner) and _names(inner, name, seen):
-                    return True
-    return False
+# the walk over a kernel's code and its @jit helpers lives below this module, in core_split,
+# which needs it too (core_split imported it from here while this module imported core_split)
+from ..core_split import names_in as _names  # noqa: E402
 
 
 # --- synchronisation -----------------------------------------------------------------------------
