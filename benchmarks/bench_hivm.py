@@ -76,16 +76,18 @@ def gemm(a_ptr, b_ptr, c_ptr, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.const
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
 
 
-def _cases():
-    """name -> (launch thunk, check thunk): the inputs are made once, outside the timing."""
+def _cases(scale: int = 1):
+    """name -> (launch thunk, check thunk): the inputs are made once, outside the timing.
+    scale multiplies the programs of each launch (chunks, rows, GEMM tiles per side), not their tiles."""
     g = torch.Generator().manual_seed(0)
-    chunks, CHUNK, BLOCK = 16, 4096, 256
+    chunks, CHUNK, BLOCK = 16 * scale, 4096, 256
     x = torch.randn(chunks * CHUNK, generator=g)
     y = torch.zeros(chunks * BLOCK)
-    rows, cols = 256, 1024
+    rows, cols = 256 * scale, 1024
     s = torch.randn(rows, cols, generator=g)
     so = torch.zeros_like(s)
-    M = N = K = 256
+    M = N = 256 * scale
+    K = 256
     a, b = torch.randn(M, K, generator=g), torch.randn(K, N, generator=g)
     c = torch.zeros(M, N)
     return {
@@ -99,10 +101,10 @@ def _cases():
     }
 
 
-def measure(repeat: int) -> dict:
+def measure(repeat: int, scale: int = 1) -> dict:
     """name -> {"s": min wall seconds, "ok": agrees with torch}, in whatever mode this process runs."""
     out = {}
-    for name, (run, check) in _cases().items():
+    for name, (run, check) in _cases(scale).items():
         run()                                   # warm: trace, compile, JIT
         times = []
         for _ in range(repeat):
@@ -113,17 +115,17 @@ def measure(repeat: int) -> dict:
     return out
 
 
-def _interpreter(repeat: int) -> dict:
+def _interpreter(repeat: int, scale: int) -> dict:
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.pop("TRITON_DIST_BACKEND", None)
-    p = subprocess.run([sys.executable, __file__, "--child", "--repeat", str(repeat)], env=env,
+    p = subprocess.run([sys.executable, __file__, "--child", "--repeat", str(repeat), "--scale", str(scale)], env=env,
                        capture_output=True, text=True, check=True)
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def _in_backend(backend: str, repeat: int) -> dict:
+def _in_backend(backend: str, repeat: int, scale: int) -> dict:
     import triton_dist
-    return triton_dist.launch(measure, repeat, world_size=1, backend=backend, timeout=1800).values[0]
+    return triton_dist.launch(measure, repeat, scale, world_size=1, backend=backend, timeout=1800).values[0]
 
 
 def _hivm_missing() -> list:
@@ -150,21 +152,22 @@ def table(res: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--scale", type=int, default=1, help="programs per launch times N (default 1)")
     ap.add_argument("--docs", action="store_true")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     o = ap.parse_args()
     if o.child:
         assert "triton_dist" not in sys.modules
-        print(json.dumps(measure(o.repeat)))
+        print(json.dumps(measure(o.repeat, o.scale)))
         return
     sys.path.insert(0, ROOT)
     load_before = os.getloadavg()
-    res = {"interpreter": _interpreter(o.repeat), "sim": _in_backend("sim", o.repeat)}
+    res = {"interpreter": _interpreter(o.repeat, o.scale), "sim": _in_backend("sim", o.repeat, o.scale)}
     missing = _hivm_missing()
     if missing:
         print(f"backend hivm skipped: {'; '.join(missing)}", file=sys.stderr)
     else:
-        res["hivm"] = _in_backend("hivm", o.repeat)
+        res["hivm"] = _in_backend("hivm", o.repeat, o.scale)
     load_after = os.getloadavg()
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
@@ -172,7 +175,7 @@ def main() -> None:
     note = (f"Measured {when} at commit {commit} on a shared machine of {os.cpu_count()} cores, "
             f"load average {load_before[0]:.1f} before and {load_after[0]:.1f} after (other jobs were "
             f"running: the absolute times are the load's, the ratios the figure to read); "
-            f"world size 1, min of {o.repeat} launches after a warm one, compile time excluded.")
+            f"world size 1, scale {o.scale}, min of {o.repeat} launches after a warm one, compile time excluded.")
     text = table(res) + "\n\n" + note
     print(text)
     heavy = [n for n in COMPUTE_HEAVY if "hivm" in res]
