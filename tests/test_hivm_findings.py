@@ -98,3 +98,26 @@ def test_2290_vec_bool_ne_scalar_true_compiles_to_all_true(kernel, scalar):
 def test_1416_same_program_reload_reads_its_own_store():
     (got, want), = triton_dist.launch(_reload, world_size=1, backend="hivm").values
     assert torch.equal(got, want), f"compiled {got.tolist()} != torch {want.tolist()}"
+
+
+# vllm-ascend PR #14806: `tl.sum` over an i1 mask, reported wrong on the NPU.  DOES NOT REPRODUCE
+# here: stock Triton's tl.sum (which traces the kernels here) widens an integer narrower than 32
+# bits before reducing (triton/language/standard.py, _pick_sum_dtype, 3.6.0), so the compilers
+# never see an i1 reduction; triton-ascend's own frontend was not tried.
+@triton.jit
+def count_positive(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs) > 0.0, axis=0))
+
+
+def _count():
+    torch.manual_seed(0)
+    x = torch.randn(64)
+    out = torch.full((1,), -1, dtype=torch.int32)
+    count_positive[(1,)](x, out, BLOCK=64)
+    return out.item(), int((x > 0).sum())
+
+
+def test_14806_sum_of_a_bool_mask_counts_its_true_lanes():
+    (got, want), = triton_dist.launch(_count, world_size=1, backend="hivm").values
+    assert 0 < want < 64 and got == want
