@@ -18,7 +18,6 @@ never loaded.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -44,13 +43,6 @@ def cached_libtriton() -> str:
     return os.path.join(toolchain.cache_dir(), "libtriton.so")
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 _VERIFIED: dict = {}     # cache path -> the verified file: hashing 130 MB costs ~0.3 s, once a process
 
@@ -66,11 +58,11 @@ def fetch_libtriton() -> str:
 
 def _fetch_libtriton(path: str) -> str:
     if os.path.exists(path):
-        if _sha256(path) == LIBTRITON_SHA256:
+        if toolchain.sha256(path) == LIBTRITON_SHA256:
             return path
         os.unlink(path)
     for layered in toolchain._layered_adapters("libtriton.so"):    # the environment this one is layered over
-        if os.path.exists(layered) and _sha256(layered) == LIBTRITON_SHA256:
+        if os.path.exists(layered) and toolchain.sha256(layered) == LIBTRITON_SHA256:
             return layered
     if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
         raise Unavailable(f"triton-ascend's libtriton is published for x86_64 Linux only (this is {sys.platform})")
@@ -90,7 +82,7 @@ def _fetch_libtriton(path: str) -> str:
                 if not chunk:
                     break
                 dst.write(chunk)
-        if _sha256(part) != LIBTRITON_SHA256:
+        if toolchain.sha256(part) != LIBTRITON_SHA256:
             os.unlink(part)
             raise Unavailable(f"{WHEEL_MEMBER} of {wheels[0]} does not have the pinned sha256 {LIBTRITON_SHA256}; "
                               f"not used")

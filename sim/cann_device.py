@@ -32,16 +32,11 @@ from triton.runtime.interpreter import TensorHandle, _get_np_dtype
 from triton_dist.errors import TritonDistError
 
 from . import access, context, core_split, memory
+from .tile_slices import int_of
 
 SYNC_MODES = ("all_cube", "all_vector", "all", "all_sub_vector")
 
 
-def _int(v) -> int:
-    if isinstance(v, TensorHandle):
-        return int(np.asarray(v.data).ravel()[0])
-    if isinstance(v, tl.constexpr):
-        return int(v.value)
-    return int(v)
 
 
 def _core(what):
@@ -141,10 +136,10 @@ def _flag_args(what, sender, receiver, event_id):
     sender, receiver = str(sender), str(receiver)
     if c.split is None:
         raise TritonDistError(
-            f"{context.kernel_line(4)}: {what}({sender!r}, {receiver!r}, {_int(event_id)}) in a kernel the simulator "
+            f"{context.kernel_line(4)}: {what}({sender!r}, {receiver!r}, {int_of(event_id)}) in a kernel the simulator "
             f"did not see naming sync_block_set/sync_block_wait (it looks for the names in the kernel and the @jit "
             f"helpers among its globals), so its block runs as one instance: call it from the kernel or such a helper")
-    return c, sender, receiver, _int(event_id)
+    return c, sender, receiver, int_of(event_id)
 
 
 def sync_block_set(self, sender, receiver, event_id, sender_pipe_value=None, receiver_pipe_value=None):
@@ -172,11 +167,11 @@ def _indexed_addresses(ptr, index_tensor, index_boundary, dim, strides, start_of
     valid, numpy dtype), an index at or above index_boundary invalid (its address: ptr's own)."""
     dtype_np = _get_np_dtype(ptr.get_element_ty())
     index = np.asarray(index_tensor.data)
-    stride = np.array([_int(s) for s in strides], dtype=np.int64)
-    start = np.array([_int(s) for s in start_offset], dtype=np.int64)
+    stride = np.array([int_of(s) for s in strides], dtype=np.int64)
+    start = np.array([int_of(s) for s in start_offset], dtype=np.int64)
     co = _coords(index.shape).astype(np.int64)
     flat_idx = index.reshape(-1).astype(np.int64)
-    valid = flat_idx < _int(index_boundary)
+    valid = flat_idx < int_of(index_boundary)
     co[dim] = flat_idx
     elem = ((co + start[:, None]) * stride[:, None]).sum(axis=0)
     base_addr = int(np.asarray(ptr.data).ravel()[0])
@@ -210,11 +205,11 @@ def create_index_put(self, dst_ptr, index_tensor, value_tensor, dim, index_bound
     dtype_np = _get_np_dtype(dst_ptr.get_element_ty())
     value = np.asarray(value_tensor.data)
     index = np.asarray(index_tensor.data).reshape(-1).astype(np.int64)
-    stride = np.array([_int(s) for s in dst_stride], dtype=np.int64)
-    start = np.array([_int(s) for s in start_offset], dtype=np.int64)
+    stride = np.array([int_of(s) for s in dst_stride], dtype=np.int64)
+    start = np.array([int_of(s) for s in start_offset], dtype=np.int64)
     co = _coords(value.shape).astype(np.int64)
     picked = index[co[dim]]
-    valid = picked < _int(index_boundary)
+    valid = picked < int_of(index_boundary)
     co = co + start[:, None]
     co[dim] = picked                        # the indexed dim takes the index itself, no start offset
     elem = (co * stride[:, None]).sum(axis=0)
@@ -230,8 +225,8 @@ def create_index_select_simd(self, src_ptr, index_tensor, dim, src_shape, src_of
     the result is 0)."""
     dtype_tt = src_ptr.get_element_ty()
     dtype_np = _get_np_dtype(dtype_tt)
-    shape = [_int(s) for s in src_shape]
-    result = [_int(s) for s in result_shape]
+    shape = [int_of(s) for s in src_shape]
+    result = [int_of(s) for s in result_shape]
     strides = np.cumprod([1] + shape[::-1][:-1])[::-1].astype(np.int64)
     index = np.asarray(index_tensor.data).reshape(-1).astype(np.int64)
     ranges, tile = [], []
@@ -240,9 +235,9 @@ def create_index_select_simd(self, src_ptr, index_tensor, dim, src_shape, src_of
             ranges.append(None)
             tile.append(1)
             continue
-        off = _int(src_offset[d])
+        off = int_of(src_offset[d])
         off = 0 if off == -1 else max(0, min(off, n - 1))
-        size = _int(read_shape[d])
+        size = int_of(read_shape[d])
         size = n if size == -1 else size
         size = min(size, n - off)
         ranges.append(np.arange(off, off + size))
@@ -268,7 +263,7 @@ ROUTED = ("create_get_sub_vec_id", "sync_block_set", "sync_block_wait", "sync_bl
 # --- value-only ops: the simulator's versions, for stock triton (triton-ascend's own serve there) ------
 
 def _offsets(offsets):
-    return [_int(o) for o in offsets]
+    return [int_of(o) for o in offsets]
 
 
 # slices and element reads, bounds-checked (sim/tile_slices.py)

@@ -33,7 +33,8 @@ INSERT_UNDEFINED = ("bishengir-compile refuses such a slice where its offsets ar
                     "at run time the NPU writes past the tile")
 
 
-def _int(v) -> int:
+def int_of(v) -> int:
+    """A slice offset, size or index as a Python int (a scalar tensor, a constexpr or an int)."""
     if isinstance(v, TensorHandle):
         return int(np.asarray(v.data).ravel()[0])
     if isinstance(v, tl.constexpr):
@@ -83,7 +84,7 @@ def index(offsets, sizes, strides):
 def create_extract_scalar(self, tensor_handle, indices):
     """ascend_interpreter.py :224 (get_element), an index outside the tile refused."""
     data = np.asarray(tensor_handle.data)
-    idx = [_int(i) for i in indices]
+    idx = [int_of(i) for i in indices]
     check_element("get_element", data.shape, idx)
     return TensorHandle(np.array([data[tuple(idx)]], dtype=data.dtype), tensor_handle.dtype.scalar)
 
@@ -91,7 +92,7 @@ def create_extract_scalar(self, tensor_handle, indices):
 def create_insert_slice(self, full_tensor, sub_tensor, offsets, sizes, strides):
     """ascend_interpreter.py :252, a slice outside the tile, or a tile of another shape, refused."""
     out = np.array(full_tensor.data, copy=True)
-    offsets, sub = [_int(o) for o in offsets], np.asarray(sub_tensor.data)
+    offsets, sub = [int_of(o) for o in offsets], np.asarray(sub_tensor.data)
     check_slice("insert_slice", out.shape, offsets, sizes, strides, INSERT_UNDEFINED)
     check_inserted(sub.shape, sizes)
     out[index(offsets, sizes, strides)] = sub
@@ -100,7 +101,7 @@ def create_insert_slice(self, full_tensor, sub_tensor, offsets, sizes, strides):
 
 def create_extract_slice(self, full_tensor, offsets, sizes, strides):
     """ascend_interpreter.py :295, a slice outside the tile refused."""
-    data, offsets = np.asarray(full_tensor.data), [_int(o) for o in offsets]
+    data, offsets = np.asarray(full_tensor.data), [int_of(o) for o in offsets]
     check_slice("extract_slice", data.shape, offsets, sizes, strides)
     return TensorHandle(np.ascontiguousarray(data[index(offsets, sizes, strides)]), full_tensor.dtype.scalar)
 
@@ -143,13 +144,13 @@ def _checked_own(name, orig):
     def checked(self, *args):
         if name == "create_extract_scalar":
             tensor, indices = args
-            check_element("get_element", np.asarray(tensor.data).shape, [_int(i) for i in indices])
+            check_element("get_element", np.asarray(tensor.data).shape, [int_of(i) for i in indices])
         elif name == "create_extract_slice":
             tensor, offsets, sizes, strides = args
-            check_slice("extract_slice", np.asarray(tensor.data).shape, [_int(o) for o in offsets], sizes, strides)
+            check_slice("extract_slice", np.asarray(tensor.data).shape, [int_of(o) for o in offsets], sizes, strides)
         else:
             full, sub, offsets, sizes, strides = args
-            check_slice("insert_slice", np.asarray(full.data).shape, [_int(o) for o in offsets], sizes, strides,
+            check_slice("insert_slice", np.asarray(full.data).shape, [int_of(o) for o in offsets], sizes, strides,
                         INSERT_UNDEFINED)
             check_inserted(np.asarray(sub.data).shape, sizes)
         return orig(self, *args)
