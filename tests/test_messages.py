@@ -271,10 +271,14 @@ def test_a_wrong_expectation():
 '''
 
 
-def test_an_npu_compile_refusal_has_no_schedule_hint(pytester, _repo_path):
+def test_an_npu_compile_refusal_has_no_schedule_hint(pytester, _repo_path, monkeypatch):
     """A kernel the real compilers refuse is refused under every schedule: its failure says what
     the compiler said and what to shrink, not the free schedule's 'reproduce it ... --sim-seeds 50
     ... --sim-race-check' (it did).  The other side: a test's own failure keeps that hint."""
+    # the inner session's own --npu-compile, not this session's (CI's --npu-compile-sources would
+    # leave the inner test's kernel out, and its log would join ours)
+    for var in ("TRITON_DIST_LAUNCH_CHECKS", "TRITON_DIST_NPU_COMPILE_SOURCES", "TRITON_DIST_NPU_COMPILE_LOG"):
+        monkeypatch.delenv(var, raising=False)
     from triton_dist.backend_ascend import toolchain
     missing = toolchain.find().missing
     if missing:
