@@ -108,12 +108,7 @@ class CheckSeconds:
 
 def _rank_main(rank, world_size, listener, heaps, board, options, fn, args, kwargs, conn):
     """Body of a forked rank: initialize, run fn, send back the outcome, exit."""
-    import torch
-    # GNU OpenMP does not survive fork: if the launching process ever ran a parallel torch
-    # op, a rank that enters an OpenMP region hangs.  One intra-op thread per rank keeps
-    # torch out of OpenMP (and N ranks on few cores gain nothing from more, which is why
-    # torchrun sets OMP_NUM_THREADS=1 too).
-    torch.set_num_threads(1)
+    # (torch is kept to one intra-op thread by launcher._rank_start, as in every backend's ranks)
     L.install_stack_dump()
     if options.get("race") is not None:
         _install_race_dump()

@@ -290,8 +290,15 @@ def fork_ranks(world_size, body, body_args, name="triton_dist-rank"):
 
 
 def _rank_start(launcher_pid, body, *args):
-    """First thing in a forked rank: die with the launcher (triton_dist/lifeline.py)."""
+    """First thing in a forked rank, of every backend: die with the launcher (triton_dist/lifeline.py),
+    and keep torch out of OpenMP.  GNU OpenMP does not survive fork: if the launching process ever ran
+    a parallel torch op, a rank that enters an OpenMP region (a torch.zeros of 128 KiB will) hangs.
+    One intra-op thread per rank avoids it (and N ranks on few cores gain nothing from more, which is
+    why torchrun sets OMP_NUM_THREADS=1 too).  A launcher that never imported torch has no pool."""
     lifeline.die_with_parent(launcher_pid)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
     body(*args)
 
 
