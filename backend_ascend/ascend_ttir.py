@@ -18,6 +18,7 @@ never loaded.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -93,7 +94,7 @@ def _fetch_libtriton(path: str) -> str:
 # The child: loads the extension under its own name (its init function is PyInit_libtriton), parses
 # the module with triton-ascend's dialects, runs the passes, prints it.
 _CHILD = r"""
-import importlib.util, sys
+import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("libtriton", sys.argv[1])
 lt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(lt)
@@ -103,14 +104,8 @@ ir.load_dialects(ctx)
 mod = ir.parse_mlir_module(sys.argv[2], ctx)
 mod.context = ctx
 pm = ir.pass_manager(ctx)
-passes.common.add_inliner(pm)
-passes.ttir.add_combine(pm)
-passes.common.add_canonicalizer(pm)
-passes.ttir.add_reorder_broadcast(pm)
-passes.common.add_cse(pm)
-passes.common.add_licm(pm)
-passes.common.add_symbol_dce(pm)
-passes.ttir.add_loop_unroll(pm)
+for group, adder in json.loads(sys.argv[3]):      # frontend.TTIR_PASSES
+    getattr(getattr(passes, group), adder)(pm)
 pm.run(mod)
 sys.stdout.write(mod.str())
 """
@@ -121,6 +116,7 @@ _LOC = re.compile(r"\s+loc\((?:[^()]|\([^()]*\))*\)")
 def run_passes(ttir: str, name: str) -> str:
     """The TTIR after frontend._ttir_passes' list, run by triton-ascend 3.2.0's libtriton (text, no
     locations); TritonDistError with its diagnostics when it refuses the module."""
+    from .frontend import TTIR_PASSES
     from .ttir_forms import to_320
     lib = fetch_libtriton()
     ttir, _ = to_320(ttir)        # a newer stock Triton's forms, which this 3.2.0 libtriton cannot parse
@@ -128,7 +124,8 @@ def run_passes(ttir: str, name: str) -> str:
         src = os.path.join(tmp, f"{name}.ttir.mlir")
         with open(src, "w") as f:
             f.write(ttir)
-        proc = subprocess.run([sys.executable, "-c", _CHILD, lib, src], capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", _CHILD, lib, src, json.dumps(TTIR_PASSES)],
+                              capture_output=True, text=True)
     if proc.returncode != 0:
         errors = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()] or proc.stderr.strip().splitlines()[-3:]
         raise TritonDistError(f"cannot lower kernel {name}: triton-ascend's libtriton ({toolchain.TRITON_ASCEND_VERSION}) "

@@ -155,17 +155,18 @@ def _check_signature(jit, signature, constexprs):
     return sig, constexprs
 
 
+# triton-ascend's `ttir` stage, in order: (pass group, adder) of libtriton's `passes` module; run here on
+# stock libtriton and by ascend_ttir.py on triton-ascend's own
+TTIR_PASSES = (("common", "add_inliner"), ("ttir", "add_combine"), ("common", "add_canonicalizer"),
+               ("ttir", "add_reorder_broadcast"), ("common", "add_cse"), ("common", "add_licm"),
+               ("common", "add_symbol_dce"), ("ttir", "add_loop_unroll"))
+
+
 def _ttir_passes(module, context):
     from triton._C.libtriton import ir, passes
     pm = ir.pass_manager(context)
-    passes.common.add_inliner(pm)
-    passes.ttir.add_combine(pm)
-    passes.common.add_canonicalizer(pm)
-    passes.ttir.add_reorder_broadcast(pm)
-    passes.common.add_cse(pm)
-    passes.common.add_licm(pm)
-    passes.common.add_symbol_dce(pm)
-    passes.ttir.add_loop_unroll(pm)
+    for group, adder in TTIR_PASSES:
+        getattr(getattr(passes, group), adder)(pm)
     try:
         pm.run(module, "ttir")          # 3.6 on: the stage's name (for its dump/timing options)
     except TypeError:                   # 3.5: run(module) only; pybind refuses the call before running
