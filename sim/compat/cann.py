@@ -40,12 +40,12 @@ import types
 
 import numpy as np
 import triton.language as tl
+from triton.runtime.interpreter import TensorHandle   # the interpreter's own class (sim/interp.py re-exports it)
 
 from triton_dist.errors import TritonDistError
 from triton_dist.language import _dispatch as D
 
 from .. import context
-from ..interp import TensorHandle
 
 MODULE = "triton.language.extra.cann.extension"
 PARENT = "triton.language.extra.cann"
