@@ -58,6 +58,8 @@ import os
 
 from triton_dist.errors import TritonDistError
 
+from .kernel_args import tensors_in
+
 REFERENCE_ENV = "TRITON_DIST_AUTOTUNE_REFERENCE"
 
 # How far a config's floating-point outputs may be from the reference's: configs split loops
@@ -131,11 +133,10 @@ def tuning_key(tuner, kwargs) -> tuple:
 
 def _tensors(tuner, nargs) -> list:
     """(name, tensor) of every tensor the kernel's arguments reach, in argument order."""
-    from .interp import _tensors_in
     out = []
     for name, value in nargs.items():
         if name in tuner.arg_names:
-            out.extend(_tensors_in(name, value))
+            out.extend(tensors_in(name, value))
     return out
 
 

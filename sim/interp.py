@@ -46,12 +46,14 @@ from triton_dist.language import ascend_math, ascend_rules  # ascend_rules: the 
 
 from . import access, context, memory
 from . import low_precision, tile_slices
+from .kernel_args import tensors_in
 from .tritonapi import detect
 
 # The adapter of the installed triton's interpreter generation (sim/tritonapi/): every
 # difference between Triton releases is answered there; this module asks only it.
 API = detect()
 _installed = False
+_lone_rank = None            # set by install(): the backend's maker of a lone rank
 _patch_lang = _interp._patch_lang      # the original, used by the grid executor
 _access = threading.local()   # .scalar: is the current tl.load/tl.store on a scalar pointer
 
@@ -279,25 +281,6 @@ def _recording_rewrite(orig):
 
 # ---- the launch ---------------------------------------------------------------------------
 
-def _is_tensor(x) -> bool:
-    return hasattr(x, "data_ptr") and hasattr(x, "untyped_storage")
-
-
-def _tensors_in(name: str, a):
-    """The tensors a kernel argument reaches memory through, with how to name each: the
-    argument itself, the members of a tuple (at any depth), the base of a host tensor
-    descriptor (triton.tools.tensor_descriptor.TensorDescriptor), as the interpreter's own
-    _init_args_hst walks them."""
-    t = _interp._unwrap_tensor(a)
-    if _is_tensor(t):
-        yield name, t
-    elif isinstance(a, (tuple, list)):
-        for i, x in enumerate(a):
-            yield from _tensors_in(f"{name}[{i}]", x)
-    elif hasattr(a, "base") and hasattr(a, "block_shape"):
-        yield from _tensors_in(f"{name}.base", a.base)
-
-
 def _grid_call(self, *args_dev, **kwargs):
     from triton_dist.errors import TritonDistError
     rt = _runtime_for(self.fn.__name__)
@@ -305,7 +288,7 @@ def _grid_call(self, *args_dev, **kwargs):
     kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
     tensors = []
     for name, a in list(zip(self.arg_names, args_dev)) + list(kwargs.items()):
-        for what, t in _tensors_in(name, a):
+        for what, t in tensors_in(name, a):
             if t.device.type != "cpu":
                 raise TritonDistError(
                     f"kernel {self.fn.__name__}: argument {what!r} is on {t.device}; the simulator "
@@ -315,7 +298,7 @@ def _grid_call(self, *args_dev, **kwargs):
         for hook in API.pre_run_hooks(self):
             hook(*args_dev, **kwargs)
         # the launch's observers (e.g. the NPU compile check), before the language is patched for the run
-        kernel_launches.launched(self.fn, inspect.getcallargs(self.fn, *args_dev, **kwargs), self.constexprs)
+        kernel_launches.launched(self.fn, inspect.getcallargs(self.fn, *args_dev, **kwargs), self.constexprs, self.grid)
         # Triton's code generator keys its static builtins (tl.static_assert, tl.static_print) by the
         # functions it finds when first imported, and the launch's first mangle_type imports it (through
         # gluon): imported under the patched language it would keep the interpreter's static_assert,
@@ -355,8 +338,7 @@ def _runtime_for(kernel: str):
             f"per launch: the simulator interprets, {cls.name!r} compiles)")
     rt = context.current()
     if rt is None or rt.lone:
-        from .backend import lone_rank
-        rt = lone_rank()
+        rt = _lone_rank()
     return rt
 
 
@@ -542,12 +524,15 @@ def _jit_kwargs(f):
     return {k: getattr(f, k) for k in ("noinline",) if getattr(f, k, None) is not None}
 
 
-def install() -> None:
+def install(lone_rank) -> None:
     """Let the simulator run @triton.jit kernels in this process (its ranks, and launches
-    outside any rank where it is the default backend); compiled launches are untouched."""
-    global _installed
+    outside any rank where it is the default backend); compiled launches are untouched.
+    lone_rank() gives the runtime of a kernel launched in a process that is no rank: the
+    backend makes it (sim/backend.py), a layer above this one, so it is handed in here."""
+    global _installed, _lone_rank
     if _installed:
         return
+    _lone_rank = lone_rank
     from triton.runtime.jit import JITFunction
     JITFunction.run = _dispatching_run(JITFunction.run)
     JITFunction.__call__ = _dispatching_call(JITFunction.__call__)
