@@ -86,7 +86,7 @@ class SimBackend(Backend):
         interpreter's patches (sim/interp.py), and triton-ascend's builtins (sub_vec_id, ...)
         for upstream Ascend kernels where no triton-ascend provides them (sim/compat/cann.py).
         Neither changes a compiled launch."""
-        interp.install()
+        interp.install(lone_rank)
         from .compat import cann
         cann.install()
 
@@ -98,7 +98,7 @@ class SimBackend(Backend):
         return launch(fn, args, kwargs, world_size=world_size, timeout=timeout, backend_name=cls.name, **options)
 
     def __init__(self):
-        interp.install()
+        interp.install(lone_rank)
         self.rt = None
         self._owns_group = False
 
