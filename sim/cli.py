@@ -23,17 +23,10 @@ import shlex
 import sys
 import time
 
-from triton_dist.compare_cli import run_script as core_run_script
 from triton_dist.errors import LAUNCH_FAILURES
 
-
-def run_script(path: str, argv: list, shmem_compat: bool = False):
-    """Body of one rank: the script as __main__ (with upstream's host packages mapped onto the
-    simulator first, if asked: sim/compat/npu.py)."""
-    if shmem_compat:
-        from .compat import npu
-        npu.install()
-    core_run_script(path, argv)
+# the script as every rank's body, and the argument handling predict shares (sim/rank_script.py)
+from .rank_script import check as _check, run_script, split_at_dashdash as _split_at_dashdash, warm
 
 
 def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True):
@@ -58,25 +51,6 @@ def _common(p: argparse.ArgumentParser, schedule_default="free", remainder=True)
     else:              # explore/replay: options may follow the script; its own arguments go after --
         p.add_argument("args", nargs="*", help="arguments of the script (after --)")
         _split_at_dashdash(p)
-
-
-def _split_at_dashdash(p: argparse.ArgumentParser) -> None:
-    """`... script.py --seed 3 -- a --b`: everything after the first `--` is the script's.
-    argparse alone cannot do it: it fills the `args` positional (empty) together with the
-    script, then refuses what follows `--`.  The subparser is handed its own arguments
-    through parse_known_args, so the split happens there."""
-    parse = p.parse_known_args
-
-    def parse_known_args(args=None, namespace=None):
-        args = list(sys.argv[1:] if args is None else args)
-        rest = []
-        if "--" in args:
-            i = args.index("--")
-            args, rest = args[:i], args[i + 1:]
-        ns, extra = parse(args, namespace)
-        ns.args = list(getattr(ns, "args", None) or []) + rest
-        return ns, extra
-    p.parse_known_args = parse_known_args
 
 
 def _honour_options_after_script(p: argparse.ArgumentParser) -> None:
@@ -174,20 +148,6 @@ def command(args, sub: str, extra: list, race_check: bool | None = None) -> str:
     return " ".join(parts)
 
 
-def _check(args):
-    from triton_dist.cli import CliError
-    if not os.path.isfile(args.script):
-        raise CliError(f"no such file: {args.script}")
-    if not 1 <= args.nproc <= 64:
-        raise CliError(f"-n must be between 1 and 64, got {args.nproc}")
-    if getattr(args, "shmem_compat", False):
-        from .compat import npu
-        for name in ("shmem", "torch_npu"):
-            if npu._real(name):
-                raise CliError(f"--shmem-compat: a real {name!r} is installed here and would be shadowed; run the "
-                               f"script on the NPU, or simulate it from an environment without {name}")
-
-
 def _check_seed(option: str, seed) -> None:
     """A seed given on the command line, refused before anything runs if no schedule can take it
     (sim/schedulers seed_problem): the member printed and the replay line are then the seed's own."""
@@ -196,12 +156,6 @@ def _check_seed(option: str, seed) -> None:
     why = schedulers.seed_problem(seed)
     if why is not None:
         raise CliError(f"{option} {why}")
-
-
-def warm(path: str) -> None:
-    """Before the first launch of a script: its ranks fork warm (triton_dist/launcher.py)."""
-    from triton_dist import launcher
-    launcher.warm_for_script(path)
 
 
 def _launch(args, seed=None, trace=None, events=None):

@@ -16,7 +16,7 @@ from triton_dist.errors import LAUNCH_FAILURES
 
 
 def configure(p):
-    from ..cli import _split_at_dashdash
+    from ..rank_script import split_at_dashdash
     from .profile import known
     p.add_argument("-n", "--nproc", type=int, required=True, metavar="N", help="number of ranks")
     p.add_argument("--device", required=True, help=f"device profile: {', '.join(known())}, or a profile JSON path")
@@ -27,7 +27,7 @@ def configure(p):
                    help="run upstream Ascend host code as written (as `triton-dist run --shmem-compat`)")
     p.add_argument("script", help="the Python script every rank runs")
     p.add_argument("args", nargs="*", help="arguments of the script(s) (after --)")
-    _split_at_dashdash(p)
+    split_at_dashdash(p)
 
 
 def _predict(path, args):
@@ -36,10 +36,10 @@ def _predict(path, args):
     import triton_dist
     from triton_dist.cli import CliError
 
-    from ..cli import _check, run_script, warm
+    from ..rank_script import check, run_script, warm
     if not os.path.isfile(path):
         raise CliError(f"no such file: {path}")
-    _check(args)          # -n, and --shmem-compat never over a real shmem / torch_npu
+    check(args)           # -n, and --shmem-compat never over a real shmem / torch_npu
     warm(path)            # the ranks fork warm
     res = triton_dist.launch(run_script, path, args.args, args.shmem_compat, world_size=args.nproc,
                              timeout=args.timeout, predict=args.device)
