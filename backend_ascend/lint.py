@@ -21,6 +21,16 @@ a84b1eb5, its docs) are cited on each finding:
             significantly due to automatic padding"); measured: a strided (256, 2) fp32 load is
             a memref<256x8x1xf32> in UB, 4x its bytes.  A contiguous one is collapsed to 1-D and
             not padded, and is not reported.
+
+Two more kinds are read from the TTIR alone (what the kernel's source asks for, before the NPU
+compilers; reported also where those compilers are not installed, and left out where the compiled
+module already shows the same thing as a scalar loop or a padded buffer):
+  int64     a tensor add/subtract/compare of int64 elements (performance_guidelines.md L131-146:
+            the vector Add and Cmp take no int64, so the op falls back to scalar code).
+  align     a loaded or stored tile of rank >= 2 whose tail axis is not a multiple of 32 bytes, or
+            of 512 bytes in a kernel with tl.dot (a cube+vector operator): programming_guide.md
+            L111, migrate_from_gpu.md L10.  That the 512-byte round-up of cube+vector kernels shows
+            in the compiled module is not measured here (inferred from the docs).
 """
 from __future__ import annotations
 
@@ -35,7 +45,13 @@ GRID_SOURCE = f"{TA} third_party/ascend/backend/driver.py L816-821"
 SCALAR_SOURCE = (f"{TA} docs/en/migration_guide/performance_guidelines.md L131-146, L168 (Vector Add: no int64; "
                  f"Vector Cmp: no int64/int32)")
 PAD_SOURCE = f"{TA} docs/en/programming_guide.md L109-111 (tail axis divisible by 32 bytes, else padded)"
-VECTOR_ALIGN = 32       # bytes (programming_guide.md L111; 512 for cube+vector kernels: not checked here)
+VECTOR_ALIGN = 32       # bytes (programming_guide.md L111)
+CUBE_VECTOR_ALIGN = 512     # bytes, a kernel using the cube and vector cores (programming_guide.md L111)
+ALIGN_SOURCE = (f"{TA} docs/en/programming_guide.md L111 (tail axis divisible by 32 bytes for vector operators, by "
+                f"512 bytes for cube+vector operators, else padded; (2048,3) and (2048,1) named as slow), "
+                f"docs/en/migration_guide/migrate_from_gpu.md L10")
+INT64_SOURCE = (f"{TA} docs/en/migration_guide/performance_guidelines.md L131-146 (Vector Add and Vector Cmp "
+                f"take no int64: scalar fallback); docs/en/debug_guide/profiling.md L115-117")
 
 # The fix for arithmetic found in a scalar loop, by op (what the docs advise).
 SCALAR_FIX = {
@@ -182,6 +198,61 @@ def padding_findings(ttir: str, final: str) -> list:
     return found
 
 
+# ---- from the TTIR alone: int64 tensor arithmetic and tail-axis alignment ----------------------------
+
+_I64_OP = re.compile(r"= (arith\.(?:addi|subi|cmpi))\b[^:\n]*: (tensor<(?:\d+x)+i64>)")
+_ACCESS = re.compile(r"\btt\.(load|store)\b[^\n]*: tensor<((?:\d+x)+)!tt\.ptr<(\w+)>>")
+
+
+def int64_findings(ttir: str) -> list:
+    found, seen = [], set()
+    for op, ty in _I64_OP.findall(ttir):
+        if op in seen:
+            continue
+        seen.add(op)
+        word = "compare" if op == "arith.cmpi" else "add/subtract"
+        found.append(Finding(
+            "int64", f"the kernel's TTIR has an int64 {word} of tiles ({op} on {ty}): the NPU's vector unit takes "
+            f"no int64 {word}, so it runs as scalar code, one element at a time", SCALAR_FIX[op], INT64_SOURCE))
+    return found
+
+
+def align_findings(ttir: str) -> list:
+    mix = "tt.dot" in ttir
+    need = CUBE_VECTOR_ALIGN if mix else VECTOR_ALIGN
+    kind = "cube+vector (the kernel uses tl.dot)" if mix else "vector"
+    found, seen = [], set()
+    for _, s, t in _ACCESS.findall(ttir):
+        dims = tuple(int(d) for d in s.rstrip("x").split("x"))
+        tail = dims[-1] * _bytes(t)
+        if len(dims) < 2 or (dims, t) in seen or tail % need == 0:
+            continue
+        seen.add((dims, t))
+        found.append(Finding(
+            "align", f"tile tensor<{'x'.join(map(str, dims))}x{t}> is loaded or stored with a tail axis of {tail} bytes, "
+            f"not a multiple of {need} ({kind} operators): the compiler pads the tail axis in UB (up to "
+            f"{-(-tail // need) * need} bytes a row)",
+            f"make the tail axis a multiple of {need} bytes (a wider tile along it), load the data flat as one "
+            f"1-D range and reshape, or transpose so the long axis is last (the docs' shapes (2048, 3) and "
+            f"(2048, 1))", ALIGN_SOURCE))
+    return found
+
+
+def source_findings(ttir: str, compiled=()) -> list:
+    """int64 and align findings of the TTIR, less those the compiled module's findings already show."""
+    shown = " ".join(f.text for f in compiled)
+    out = []
+    for f in int64_findings(ttir):
+        op = f.text.split("(", 1)[1].split(" on ", 1)[0]
+        if f"{op} on i64" not in shown:
+            out.append(f)
+    for f in align_findings(ttir):
+        tile = f.text.split()[1]
+        if f"{tile}'s tail axis" not in shown:
+            out.append(f)
+    return out
+
+
 # ---- a kernel ---------------------------------------------------------------------------------------
 
 def from_stages(ttir: str, final, grid=None, target: str = "Ascend910B4") -> list:
@@ -191,7 +262,7 @@ def from_stages(ttir: str, final, grid=None, target: str = "Ascend910B4") -> lis
     found = grid_findings(grid, target, mix)
     if final:
         found += scalar_findings(final) + padding_findings(ttir, final)
-    return found
+    return found + source_findings(ttir, found)
 
 
 def read_stages(keep: str):

@@ -136,3 +136,85 @@ def test_cli_grid_without_lint_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as e:
         main(["npu-compile", f"{HERE}::add", "-s", "x=*fp32,y=*fp32,out=*fp32", "-c", "BLOCK=16", "--grid", "8"])
     assert e.value.code == 2 and "--grid is judged by --lint only" in capsys.readouterr().err
+
+
+# ---- pytest --npu-lint: the report in the session summary ------------------------------------------
+
+LINTED_TESTS = '''
+import torch
+import triton
+import triton.language as tl
+import triton_dist
+
+
+@triton.jit
+def scale_rows(x, out, n, R: tl.constexpr):
+    # a (2048, 3) float32 tensor, R rows a program: the tile's tail axis is 12 bytes
+    r = tl.program_id(0) * R + tl.arange(0, R)[:, None]
+    c = tl.arange(0, 3)[None, :]
+    m = r < n
+    tl.store(out + r * 3 + c, tl.load(x + r * 3 + c, mask=m) * 2, mask=m)
+
+
+@triton.jit
+def add_flat(x, y, out, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + o, tl.load(x + o) + tl.load(y + o))
+
+
+def test_rows():
+    def body():
+        x = torch.arange(2048 * 3, dtype=torch.float32).reshape(2048, 3)
+        out = torch.empty_like(x)
+        scale_rows[(2048 // 8,)](x, out, 2048, R=8)
+        assert torch.equal(out, x * 2)
+    triton_dist.launch(body, world_size=1)
+
+
+def test_flat():
+    def body():
+        x, y = torch.rand(1024), torch.rand(1024)
+        out = torch.empty(1024)
+        add_flat[(4,)](x, y, out, BLOCK=256)
+        add_flat[(4,)](x, y, out, BLOCK=256)     # the same launch again: one line
+        assert torch.equal(out, x + y)
+    triton_dist.launch(body, world_size=1)
+'''
+
+
+@pytest.fixture
+def _inner_session(pytester, monkeypatch):
+    """A pytest session of its own (its own launch checks and logs, not this session's)."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    for var in ("TRITON_DIST_LAUNCH_CHECKS", "TRITON_DIST_NPU_COMPILE_SOURCES", "TRITON_DIST_NPU_COMPILE_LOG",
+                "TRITON_DIST_NPU_LINT_LOG", "TRITON_DIST_NPU_COMPILE_TARGET"):
+        monkeypatch.delenv(var, raising=False)
+    pytester.makepyfile(test_linted=LINTED_TESTS)
+    return pytester
+
+
+def test_pytest_npu_lint_lists_each_kernels_cliffs_with_fixes_a_clean_kernel_has_none(_inner_session):
+    r = _inner_session.runpytest_subprocess("--npu-lint", "-p", "no:cacheprovider")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.OK, out + r.stderr.str()        # a report, never a failure
+    section = out.split("npu-lint: performance cliffs on the NPU", 1)[1]
+    rows = [ln for ln in section.splitlines() if ln.startswith("kernel scale_rows")]
+    assert len(rows) == 1 and "grid (256,) on Ascend910B4" in rows[0] and "R=8" in rows[0], section
+    # the grid against the 40 vector cores of a 910B4 (the launcher's own warning), with its fix
+    assert ("grid: grid (256,) is 256 blocks on 40 vector cores of Ascend910B4: the launcher prints "
+            "'WARNING: Grid 256 > physical limit 40, performance maybe reduced.'") in section, section
+    assert "Fix: launch 40 blocks and loop over the work inside the kernel" in section, section
+    # the (2048, 3) tail: 12 bytes, padded (the compiled module's UB buffer, else the TTIR's tile)
+    tail = [ln for ln in section.splitlines() if "tensor<8x3xf32>" in ln]
+    assert tail and "12 bytes" in tail[0] and "multiple of 32" in tail[0], section
+    assert "Fix: make the tail axis a multiple of 32 bytes" in tail[0] and "programming_guide.md" in tail[0], tail
+    flat = [ln for ln in section.splitlines() if ln.startswith("kernel add_flat")]
+    assert len(flat) == 1 and flat[0].endswith("grid (4,) on Ascend910B4: no findings"), section
+
+
+def test_without_npu_lint_nothing_is_linted_or_printed(_inner_session):
+    r = _inner_session.runpytest_subprocess("-p", "no:cacheprovider")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.OK, out + r.stderr.str()
+    assert "npu-lint" not in out and "Fix:" not in out, out

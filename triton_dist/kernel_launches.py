@@ -3,9 +3,10 @@
     from triton_dist import kernel_launches
     kernel_launches.subscribe(lambda launch: print(launch.fn.__name__, launch.args))
 
-`launched(fn, args, constexprs)` is called by the simulator once per kernel launch, before the
-grid runs, with the kernel's Python function, its bound arguments (name -> value, as the
-caller passed them) and the names of its tl.constexpr parameters.  An observer that raises
+`launched(fn, args, constexprs, grid)` is called by the simulator once per kernel launch, before
+the grid runs, with the kernel's Python function, its bound arguments (name -> value, as the
+caller passed them), the names of its tl.constexpr parameters and the launch grid (a callable
+grid is called with the arguments, as Triton does; the Launch holds its tuple of ints).  An observer that raises
 fails that launch (the error reaches the caller, as a kernel error would).
 
 Besides observers subscribed in-process, named checks are switched on per process: by
@@ -35,6 +36,7 @@ class Launch:
     fn: object            # the kernel's Python function
     args: dict            # parameter name -> value passed
     constexprs: tuple     # names of the tl.constexpr parameters
+    grid: tuple | None = None   # the launch grid as ints (None: not known, e.g. a grid callable that failed)
 
 
 def subscribe(observer):
@@ -71,12 +73,25 @@ def requested() -> list:
     return sorted(set(env) | _requested)
 
 
-def launched(fn, args, constexprs) -> None:
+def grid_of(grid, args):
+    """The grid as a tuple of ints: a callable one is called with the arguments (Triton's meta dict);
+    None where it cannot be read (the launch itself then reports the problem, not its observers)."""
+    try:
+        g = grid(dict(args)) if callable(grid) else grid
+        if g is None:
+            return None
+        g = tuple(g) if isinstance(g, (tuple, list)) else (g,)
+        return tuple(int(getattr(d, "value", d)) for d in g)
+    except Exception:  # noqa: BLE001 - the simulator's own grid handling reports a bad grid
+        return None
+
+
+def launched(fn, args, constexprs, grid=None) -> None:
     """Publish one launch (the simulator's grid executor calls this)."""
     names = requested()
     if not names and not _observers:
         return
-    launch = Launch(fn, dict(args), tuple(constexprs))
+    launch = Launch(fn, dict(args), tuple(constexprs), grid_of(grid, args))
     if names:
         from . import registry
         for listener in list(_check_time_listeners):

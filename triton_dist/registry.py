@@ -48,7 +48,8 @@ _BUILTIN = {
                   "predict": "triton_dist.sim.predict.cli:PREDICT", "lower": "triton_dist.backend_ascend.cli:LOWER",
                   "npu-compile": "triton_dist.backend_ascend.cli:NPU_COMPILE",
                   "compare": "triton_dist.compare_cli:COMPARE", "explore-merge": "triton_dist.seed_shards:MERGE"},
-    LAUNCH_CHECKS: {"npu-compile": "triton_dist.backend_ascend.compile_check:check_launch"},
+    LAUNCH_CHECKS: {"npu-compile": "triton_dist.backend_ascend.compile_check:check_launch",
+                    "npu-lint": "triton_dist.backend_ascend.lint_check:check_launch"},
 }
 
 _cache: dict = {}

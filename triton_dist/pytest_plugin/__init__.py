@@ -30,6 +30,9 @@ Options:
                          and the session ends with one line: accepted, refused, skipped
   --npu-compile-sources PATHS
                          only the kernels defined under these files/directories (comma list)
+  --npu-lint             the session summary lists, per kernel launched, its performance cliffs on
+                         the NPU (grid against the cores, scalar fallbacks, padded tail axes), each
+                         with its fix (backend_ascend/lint.py); a report, never a failure
 Markers: @pytest.mark.backend("npu") runs a test only where that backend is selected and
 available; @pytest.mark.backend_specific("why") says what the test's launches return differs
 between backends by design (--compare-backends runs both variants, compares nothing).  A
@@ -218,6 +221,10 @@ def pytest_addoption(parser):
     g.addoption("--npu-compile-sources", default=None, metavar="PATHS",
                 help="with --npu-compile: only kernels defined under these files or directories (comma list, "
                      "e.g. triton_dist/kernels,examples)")
+    g.addoption("--npu-lint", action="store_true", default=False,
+                help="list in the session summary, per kernel launched, its performance cliffs on the NPU (grid "
+                     "against the cores, int64 scalar fallbacks, tail axes padded to 32/512 bytes, scalar loops of "
+                     "the compiled module), each with its fix; a report, never a failure")
 
 
 def _requested(config) -> list | None:
@@ -292,6 +299,8 @@ def pytest_configure(config):
         raise pytest.UsageError("--npu-compile-sources needs --npu-compile")
     elif config.getoption("--npu-compile-targets"):
         raise pytest.UsageError("--npu-compile-targets needs --npu-compile")
+    if config.getoption("--npu-lint"):
+        _npu_lint_configure(config)
 
 
 def _apply_options(config) -> None:
@@ -325,6 +334,7 @@ def pytest_report_header(config):
 
 
 def pytest_unconfigure(config):
+    _npu_lint_unconfigure(config)         # first: it saved the environment after --npu-compile set it
     _npu_compile_unconfigure(config)
     saved = getattr(config, "_triton_dist_saved", None)
     if saved is not None:
@@ -803,6 +813,80 @@ def npu_compile_summary(path) -> str:
     return text
 
 
+# --- --npu-lint -----------------------------------------------------------------------------------------
+# The launch check "npu-lint" (backend_ascend/lint_check.py, found by entry point) runs in whichever
+# process launches a kernel and appends each distinct (kernel, signature, grid, target) it judged to one
+# log; the controller prints it at the end.
+_LINT_LOG_ENV = "TRITON_DIST_NPU_LINT_LOG"
+
+
+def _npu_lint_configure(config) -> None:
+    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LINT_LOG_ENV)}
+    config._triton_dist_lint_env = saved
+    names = [n for n in (os.environ.get(_CHECKS_ENV) or "").split(",") if n.strip()]
+    if "npu-lint" not in names:
+        os.environ[_CHECKS_ENV] = ",".join(names + ["npu-lint"])
+    if not saved[_LINT_LOG_ENV] and not hasattr(config, "workerinput"):    # the controller owns the log
+        import tempfile
+        fd, path = tempfile.mkstemp(prefix="triton_dist-npu-lint-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[_LINT_LOG_ENV] = path
+        config._triton_dist_lint_log = path
+
+
+def _npu_lint_unconfigure(config) -> None:
+    saved = getattr(config, "_triton_dist_lint_env", None)
+    if saved is None:
+        return
+    path = getattr(config, "_triton_dist_lint_log", None)
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def npu_lint_summary(path) -> list:
+    """The lines of the --npu-lint section: per distinct kernel launch (kernel, signature, constexprs,
+    grid, target), its findings with their fixes, or 'no findings'."""
+    import json
+    records = {}
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        key = json.dumps([r.get("kernel"), r.get("file"), r.get("signature"), r.get("constexprs"), r.get("grid"),
+                          r.get("target")], sort_keys=True)
+        records.setdefault(key, r)
+    if not records:
+        return ["no kernel was launched on the simulator: nothing to lint"]
+    out = []
+    for r in sorted(records.values(), key=lambda r: (r.get("kernel") or "", str(r.get("grid")))):
+        sig = ", ".join(f"{k}={v}" for k, v in (r.get("signature") or {}).items())
+        consts = ", ".join(f"{k}={v}" for k, v in (r.get("constexprs") or {}).items())
+        grid = tuple(r["grid"]) if r.get("grid") else "unknown"
+        head = (f"kernel {r.get('kernel')} ({os.path.relpath(r['file']) if r.get('file') else '?'}; {sig}"
+                f"{'; ' + consts if consts else ''}) grid {grid} on {r.get('target')}: ")
+        found = r.get("findings") or []
+        out.append(head + (f"{len(found)} finding(s)" if found else "no findings"))
+        for f in found:
+            out.append(f"  {f['kind']}: {f['text']}.  Fix: {f['fix']}.  ({f['source']})")
+        if r.get("note"):
+            out.append(f"  ({r['note']})")
+    return out
+
+
 def diagnosis_summary(diagnoses) -> list:
     """Failed tests grouped by the device model's diagnosis ('[fence]', '[never signalled]', ...),
     the most frequent first, one example each with its seed and the finding's words."""
@@ -826,6 +910,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         else None)
     if path:
         terminalreporter.write_line(npu_compile_summary(path))
+    lint_log = getattr(config, "_triton_dist_lint_log", None)
+    if lint_log:
+        terminalreporter.write_sep("=", "npu-lint: performance cliffs on the NPU (backend_ascend/lint.py)")
+        for line in npu_lint_summary(lint_log):
+            terminalreporter.write_line(line)
     shard_path = getattr(config, "_triton_dist_shard_path", None)
     if shard_path:
         shard = config._triton_dist_shard
