@@ -218,3 +218,41 @@ def test_without_npu_lint_nothing_is_linted_or_printed(_inner_session):
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.OK, out + r.stderr.str()
     assert "npu-lint" not in out and "Fix:" not in out, out
+
+
+# ---- the TTIR-level kinds (what the source asks for, read without the NPU compilers) -----------------
+
+@triton.jit
+def tile_mm(a, b, c, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    m = tl.arange(0, M)[:, None]
+    n = tl.arange(0, N)[None, :]
+    k = tl.arange(0, K)
+    x = tl.load(a + m * K + k[None, :])
+    y = tl.load(b + k[:, None] * N + n)
+    tl.store(c + m * N + n, tl.dot(x, y))
+
+
+def _ttir(kernel, sig, consts):
+    from triton_dist.backend_ascend.frontend import build_ttir
+    module, _ = build_ttir(kernel, sig, consts)
+    return module.str_nodebug()
+
+
+def test_int64_tile_add_and_compare_are_reported_from_the_ttir_int32_and_fp32_are_not():
+    for t in ("fp32", "i32"):
+        assert lint.int64_findings(_ttir(add, _sig(t, "x", "y", "out"), {"BLOCK": 64})) == []
+        assert lint.int64_findings(_ttir(smaller, _sig(t, "x", "y", "out"), {"BLOCK": 64})) == []
+    (f,) = lint.int64_findings(_ttir(add, _sig("i64", "x", "y", "out"), {"BLOCK": 64}))
+    assert "arith.addi on tensor<64xi64>" in f.text and "scalar code" in f.text and "int32" in f.fix, f.line()
+    (f,) = lint.int64_findings(_ttir(smaller, _sig("i64", "x", "y", "out"), {"BLOCK": 64}))
+    assert "int64 compare" in f.text and "float32" in f.fix and "performance_guidelines.md" in f.source, f.line()
+
+
+def test_a_cube_vector_kernel_needs_512_byte_tail_axes_a_vector_kernel_32():
+    sig = {"x": "*fp32", "out": "*fp32", "stride": "i32"}
+    assert lint.align_findings(_ttir(rows, sig, {"R": 16, "C": 16})) == []      # 64 bytes: a vector kernel's 32
+    mm = {"a": "*fp32", "b": "*fp32", "c": "*fp32"}
+    assert lint.align_findings(_ttir(tile_mm, mm, {"M": 16, "N": 128, "K": 128})) == []     # 512 bytes
+    found = lint.align_findings(_ttir(tile_mm, mm, {"M": 16, "N": 16, "K": 16}))
+    assert found and all("not a multiple of 512 (cube+vector" in f.text for f in found), [f.line() for f in found]
+    assert "tensor<16x16xf32>" in found[0].text and "64 bytes" in found[0].text, found[0].line()
