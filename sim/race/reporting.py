@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .. import naming
 from .events import (NOUNS, OP_HOST_READ, OP_HOST_WRITE, OP_LOAD, OP_STORE, OPS, READ, SYNC_ADD, SYNC_READ,
                      SYNC_WRITE, WRITE)
-
-if TYPE_CHECKING:
-    from .analysis import _Logs
 
 
 @dataclass
@@ -50,8 +46,9 @@ _DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8":
 _LABEL = re.compile(r"\((\w+)\[")
 
 
-def _describe(logs: _Logs, lo: int, hi: int, t_ns: int) -> str:
-    """The bytes [lo, hi) as every message names them (sim/naming.py): the tensor live at t_ns."""
+def _describe(logs, lo: int, hi: int, t_ns: int) -> str:
+    """The bytes [lo, hi) as every message names them (sim/naming.py): the tensor live at t_ns.
+    logs: the analysis's _Logs (analysis.py; not imported: the analysis imports this module)."""
     for b, e, r in logs.heaps:
         if b <= lo < e:
             off, end = lo - b, hi - b

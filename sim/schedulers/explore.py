@@ -18,6 +18,8 @@ The members (each a strategy of its own file, configured here):
 """
 from __future__ import annotations
 
+from triton_dist.seeds import seed_problem   # from its home: the package re-exports it, and imports this module
+
 from .aware import AwareScheduler
 from .deterministic import SEED
 from .pct import PCTScheduler
@@ -35,7 +37,6 @@ MEMBERS = (
 
 def member(seed: int):
     """(strategy class, its attributes) that seed `seed` of explore runs."""
-    from . import seed_problem
     why = seed_problem(seed)
     if why is not None:         # launch and the CLI refuse such seeds first; never guess a member
         raise ValueError(f"explore: seed {why}")
