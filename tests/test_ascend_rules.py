@@ -219,3 +219,26 @@ def test_what_the_real_compilers_say_of_each_twin(kernel, sig, consts, verdict, 
     assert out.status == verdict, out.report()
     if line:
         assert any(line in e for e in out.errors), out.errors
+
+
+# --- per target: the unsigned-shift rule is A2/A3's; Ascend 950 shifts uint8 (triton-ascend PR #1364) ------
+def _uint8_shifted():
+    x = torch.tensor([1, 2, 100, 127, 64, 3, 0, 90], dtype=torch.uint8)
+    return (x >> 3) | (x << 1)
+
+
+@pytest.mark.parametrize("env", [ascend_rules.TARGET_ENV, ascend_rules.COMPILE_TARGET_ENV])
+def test_a_uint8_shift_runs_for_ascend950_a_uint16_one_is_refused_there(monkeypatch, env):
+    monkeypatch.delenv(ascend_rules.TARGET_ENV, raising=False)
+    monkeypatch.setenv(env, "Ascend950PR_9599")
+    assert torch.equal(_run(lambda: _shift(torch.uint8)), _uint8_shifted())
+    msg = _refused(lambda: _shift(torch.uint16))
+    _assert_refusal(msg, "unsigned_shift", shifts, ">> 3")
+    assert "uint16 tile on Ascend950PR_9599" in msg, msg
+
+
+def test_a_kernel_meant_for_ascend950_and_910b_is_refused_for_the_910b(monkeypatch):
+    monkeypatch.setenv(ascend_rules.TARGET_ENV, "Ascend950PR_9599,Ascend910B4")
+    msg = _refused(lambda: _shift(torch.uint8))
+    _assert_refusal(msg, "unsigned_shift", shifts, ">> 3")
+    assert "uint8 tile on Ascend910B4 (the target" in msg and "Ascend950PR_9599 (" not in msg, msg

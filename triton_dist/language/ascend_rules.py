@@ -18,6 +18,13 @@ first, standard.py:351, and the compilers accept it), atomics' `sem` (the NPU ru
 as acq_rel and treats other values as acq_rel, outline.md:136: stronger, never wrong), atomics in
 a `while` loop (the spin-lock of Triton's own test_core.py; no source says how an NPU runs it).
 
+Per target: the table is A2/A3's, and a rule the docs state differently for another chip takes the
+target a kernel is meant for (`targets()`: TRITON_DIST_NPU_TARGET, else the chips npu-compile compiles
+it for, TRITON_DIST_NPU_COMPILE_TARGET / pytest --npu-compile-targets; default Ascend910B4).  A comma
+list is every chip the kernel must run on: a rule applies when any of them refuses.  Today only the
+unsigned-shift rule differs (Ascend 950 shifts uint8: triton-ascend PR #1364's rshift.md table); the
+other rules' docs state A2/A3 only, and no source says A5 lifts them, so they hold on every target.
+
 `install(semantic_class, builder_class, active, where)` wraps the few frontend entry points the
 rules need; `active()` says whether the calling thread runs a simulated program instance (the
 rules are silent elsewhere: a GPU compile, npu-compile's trace, which gets the real compilers'
@@ -29,6 +36,8 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import os
+import re
 import textwrap
 from dataclasses import dataclass
 
@@ -65,9 +74,11 @@ RULES = {r.name: r for r in (
          "accepted by both compilers (the rule catches it)",
          "do the atomic once after the loop (combine the loop's values in a tensor first), or use atomic_add/"
          "max/min, which the docs allow in loops"),
-    Rule("unsigned_shift", "<< and >> on unsigned integers (uint8/16/32/64) on Atlas A2/A3",
+    Rule("unsigned_shift", "<< and >> on unsigned integers (uint8/16/32/64 on Atlas A2/A3; uint16/32/64 on "
+         "Ascend 950)",
          f"{TA} docs/zh/triton_api/Logical_Ops/lshift.md:37,54 and rshift.md:37,54; triton-ascend PR #1364 "
-         "(A2/A3 lack uint8-uint64 shifts); FlagTree #1121 (uint16/uint32 >> sign-extends on Ascend910B4-1)",
+         "(A2/A3 lack uint8-uint64 shifts, Ascend 950 uint16-uint64); FlagTree #1121 (uint16/uint32 >> "
+         "sign-extends on Ascend910B4-1)",
          "accepted by both compilers (the rule catches it)",
          "shift a signed integer of a wider type and mask (v.to(tl.int64) >> s) & MASK, or bitcast to the signed "
          "type of the same width where the top bit is known clear"),
@@ -83,6 +94,35 @@ RULES = {r.name: r for r in (
 )}
 
 _UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+
+# ---- the target the kernel is meant for --------------------------------------------------------------
+TARGET_ENV = "TRITON_DIST_NPU_TARGET"
+COMPILE_TARGET_ENV = "TRITON_DIST_NPU_COMPILE_TARGET"      # pytest --npu-compile-targets sets it
+DEFAULT_TARGET = "Ascend910B4"
+# the A5 family's --target names, as AscendNPU-IR's NPUTargetSpec.td groups them @52f96a13 (the same
+# pattern as backend_ascend/targets.py, which the core may not import)
+_A5 = re.compile(r"Ascend910_95|Ascend950")
+# unsigned tile shifts each family refuses: A2/A3 lshift.md/rshift.md:37 @a84b1eb5 (no uint column
+# ticked); Ascend 950 from the table triton-ascend PR #1364 adds to rshift.md (uint8 ticked, uint16/32/64
+# not; review thread 2026-08-03, the PR open); lshift.md taken to be the same (inferred, not verified)
+SHIFT_REFUSED = {"A2/A3": frozenset(_UNSIGNED), "Ascend 950": frozenset(("uint16", "uint32", "uint64"))}
+
+
+def targets() -> list:
+    """The chips the kernels of this process are meant for: TRITON_DIST_NPU_TARGET, else
+    TRITON_DIST_NPU_COMPILE_TARGET (comma lists), else Ascend910B4."""
+    raw = os.environ.get(TARGET_ENV, "").strip() or os.environ.get(COMPILE_TARGET_ENV, "").strip()
+    return [t.strip() for t in raw.split(",") if t.strip()] or [DEFAULT_TARGET]
+
+
+def family(target: str) -> str:
+    return "Ascend 950" if _A5.match(target) else "A2/A3"
+
+
+def shift_refused_on(dtype: str) -> list:
+    """The targets (of targets()) that refuse a shift of a `dtype` tile."""
+    return [t for t in targets() if dtype in SHIFT_REFUSED[family(t)]]
+
 _LOOP_ATOMICS = ("atomic_or", "atomic_xor", "atomic_and", "atomic_xchg", "atomic_cas")
 _WIDE_ATOMICS = ("atomic_add", "atomic_max", "atomic_min")
 # the interpreter builder's floating-point compute (its fp64 arithmetic): element-wise and math
@@ -188,7 +228,11 @@ def install(semantic_class, builder_class, active, where, frame=lambda: None) ->
                 f = frame()
                 if f is not None and _in_triton(f.f_code.co_filename):
                     return
-                raise refusal("unsigned_shift", where(), f"{op} of a {_name(ty.scalar)} tile")
+                refusing = shift_refused_on(_name(ty.scalar))
+                if refusing:
+                    raise refusal("unsigned_shift", where(), f"{op} of a {_name(ty.scalar)} tile on "
+                                  f"{', '.join(refusing)} (the target: {TARGET_ENV} or {COMPILE_TARGET_ENV}, "
+                                  f"default {DEFAULT_TARGET})")
         return check
 
     def permute(self, input, dims, *rest, **kw):
