@@ -57,6 +57,14 @@ def _tree(tmp_path):
     ("triton_dist/__init__.py", "def _planted():\n    import triton_dist.backend_ascend.lint\n", "triton_dist -> triton_dist.backend_ascend.lint"),
     ("sim/heap.py", "def _planted():\n    from . import runtime\n", "triton_dist.sim.heap -> triton_dist.sim.runtime"),
     ("sim/grid_limits.py", "def _planted():\n    from .board import Board\n", "triton_dist.sim.grid_limits -> triton_dist.sim.board"),
+    # the upward imports that held sim's old cycle (docs/index.md "Layers"): each, planted back
+    ("sim/interp.py", "def _planted():\n    from .backend import lone_rank\n", "triton_dist.sim.interp -> triton_dist.sim.backend"),
+    ("sim/predict/cli.py", "def _planted():\n    from ..cli import warm\n", "triton_dist.sim.predict.cli -> triton_dist.sim.cli"),
+    ("sim/compat/cann.py", "def _planted():\n    from ..interp import TensorHandle\n", "triton_dist.sim.compat.cann -> triton_dist.sim.interp"),
+    ("sim/autotune.py", "def _planted():\n    from .interp import API\n", "triton_dist.sim.autotune -> triton_dist.sim.interp"),
+    ("sim/runtime.py", "def _planted():\n    from . import schedulers\n", "triton_dist.sim.runtime -> triton_dist.sim.schedulers"),
+    # rooms of one layer are independent (`|`): beside is as refused as above
+    ("sim/launch.py", "def _planted():\n    from . import interp\n", "triton_dist.sim.launch -> triton_dist.sim.interp"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, path, line, edge):
     tree = _tree(tmp_path)
@@ -65,3 +73,54 @@ def test_an_upward_import_breaks_the_contract(tmp_path, path, line, edge):
     rc, out = _lint(tree)
     assert rc == 1 and "BROKEN" in out, out
     assert edge in out, out
+
+
+# grimp (the graph import-linter checks) on the installed layout, as scripts/lint_imports.sh
+# lays it out: the imports that, removed, would leave each package of sim/ without a cycle
+# between its children (nominate_cycle_breakers; empty when there is none)
+_CYCLES = """
+import sys, grimp
+if not hasattr(grimp.ImportGraph, "nominate_cycle_breakers"):
+    sys.exit(3)          # grimp < 3.6
+g = grimp.build_graph("triton_dist", cache_dir=None)
+pkgs = ["triton_dist.sim"] + sorted(m for m in g.find_descendants("triton_dist.sim") if g.find_children(m))
+for pkg in pkgs:
+    for a, b in sorted(g.nominate_cycle_breakers(pkg)):
+        print(pkg, ":", a, "->", b)
+"""
+
+
+def _cycles(root):
+    stage = root.parent / "stage"
+    (stage / "triton_dist").mkdir(parents=True)
+    for entry in (root / "triton_dist").iterdir():
+        if entry.name != "__pycache__":
+            (stage / "triton_dist" / entry.name).symlink_to(entry)
+    for folder in ("sim", "backend_ascend", "backend_cuda"):
+        (stage / "triton_dist" / folder).symlink_to(root / folder)
+    r = subprocess.run([sys.executable, "-c", _CYCLES], capture_output=True, text=True, timeout=300, cwd=stage,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(stage)})
+    if r.returncode == 3:
+        pytest.skip("the installed grimp has no nominate_cycle_breakers (grimp >= 3.6; pip install -U import-linter)")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_sim_has_no_import_cycle(tmp_path):
+    """Whatever the contract's layers say: no package of sim/ has a cycle between its rooms,
+    function-level imports included."""
+    tree = _tree(tmp_path)
+    out = _cycles(tree)
+    assert out == "", ("sim/ has an import cycle again; break one of these imports (move the shared code down, "
+                       "or hand it in from the upper room):\n" + out)
+
+
+def test_the_cycle_check_sees_a_function_level_cycle(tmp_path):
+    tree = _tree(tmp_path)
+    with open(tree / "sim" / "context.py", "a") as f:
+        f.write("\n\ndef _planted():\n    from . import naming\n")
+    with open(tree / "sim" / "naming.py", "a") as f:
+        f.write("\n\ndef _planted():\n    from . import context\n")
+    out = _cycles(tree)
+    assert "triton_dist.sim :" in out and ("triton_dist.sim.context -> triton_dist.sim.naming" in out
+                                           or "triton_dist.sim.naming -> triton_dist.sim.context" in out), out
