@@ -6,7 +6,8 @@ template call makes (load_gm_to_ubuf_*, store_ubuf_to_gm_*) is checked against t
 runs; one outside every buffer is the NPU's MTE fault ("The DDR address of the MTE instruction
 is out of range", error 507035 in triton-ascend #2332 and vllm-ascend #16275), reported with the
 buffer, the byte offset and the source lines.  Scalar global loads/stores the compiler emits
-inline (memref.load on a gm memref) are plain loads in the JIT code and are NOT checked.
+inline (memref.load/store of a gm memref) are checked too: natively against the table the runner
+fills (`fill_gm_table`; rewrite.gm_scalar_accesses), a miss through `gm_scalar_fault`.
 
 On-chip memory: one buffer per space per core thread (rewrite.py), of the size the module's
 target spec gives (UB 192 KiB on 910B).  Every UB operand of a template call must lie inside
@@ -142,17 +143,68 @@ def check_gm(v: View, what: str, kind: str) -> None:
     for b in s.buffers:
         if b.start <= lo and hi <= b.end:
             return
-    base = _owner(s, v.allocated) or _owner(s, v.aligned) or _owner(s, lo)
+    where, lines = _outside(s, lo, hi, _owner(s, v.allocated) or _owner(s, v.aligned) or _owner(s, lo))
+    raise DeviceFault(
+        f"kernel {s.kernel}, block {s.block}: {MTE_OUT_OF_RANGE} (error 507035 on an NPU): the compiled kernel's "
+        f"{what} {kind}s {where}.{lines} Fix the kernel so that the compiled code stays in bounds (e.g. pad the "
+        f"buffer to the block size, or load with a contiguous mask that the compiler keeps as a bounded copy).")
+
+
+def _nearest(s: BlockState, lo: int):
+    """The buffer an address outside every buffer was most likely meant for: the one ending
+    closest below it (an index read off the end), else the one starting closest above it."""
+    below = [b for b in s.buffers if b.end <= lo]
+    if below:
+        return max(below, key=lambda b: b.end)
+    above = [b for b in s.buffers if b.start > lo]
+    return min(above, key=lambda b: b.start) if above else None
+
+
+def _outside(s: BlockState, lo: int, hi: int, base):
+    """(where the bytes [lo, hi) lie relative to `base`, the source lines accessing it) of a fault."""
     if base is not None:
         where = (f"{base.label}: bytes {lo - base.start}..{hi - base.start} of a {base.end - base.start}-byte buffer "
                  f"(the first byte outside it at offset {max(base.end, min(hi, base.end)) - base.start})")
     else:
         where = f"address 0x{lo:x}..0x{hi:x}, which is in no live buffer"
     lines = s.source_access(base.arg if base is not None else "") if s.source_access else ""
+    return where, lines
+
+
+# --- scalar global-memory accesses (rewrite.gm_scalar_accesses) ------------------------------
+def fill_gm_table(addr: int, slots: int, buffers) -> None:
+    """Write the live buffers into the module's native table (@__hivm_gm_table at `addr`: the
+    count, then [start, end) pairs).  Buffers past `slots`, or added during the run (a peer's,
+    by aclshmem_ptr), are found by gm_scalar_fault instead: the table only makes hits cheap."""
+    pairs = [(b.start, b.end) for b in buffers][:slots]
+    t = (ctypes.c_int64 * (1 + 2 * slots)).from_address(addr)
+    t[0] = 0                      # a block reading the table meanwhile sees no pairs, not half-written ones
+    for i, (lo, hi) in enumerate(pairs):
+        t[1 + 2 * i], t[2 + 2 * i] = lo, hi
+    t[0] = len(pairs)
+
+
+SCALAR_OUT_OF_RANGE = "out-of-range scalar GM access"
+
+
+def gm_scalar_fault(addr: int, nbytes: int, kind: int) -> bool:
+    """A scalar load (kind 0) or store (1) the native table did not place: True if it lies in a
+    live buffer after all, else the fault.  On an NPU the scalar unit, not an MTE, makes this
+    access; its own error text is not verified: the AI-core exception code 507035 that GM access
+    faults report (triton-ascend #494: "The MPU address access is invalid", vllm-ascend #11680:
+    "The DDR address of the MTE instruction is out of range") is inferred to be what it raises."""
+    s = state()
+    lo, hi = int(addr), int(addr) + int(nbytes)
+    for b in s.buffers:
+        if b.start <= lo and hi <= b.end:
+            return True
+    where, lines = _outside(s, lo, hi, _owner(s, lo) or _nearest(s, lo))
+    op = "scalar load (memref.load" if kind == 0 else "scalar store (memref.store"
     raise DeviceFault(
-        f"kernel {s.kernel}, block {s.block}: {MTE_OUT_OF_RANGE} (error 507035 on an NPU): the compiled kernel's "
-        f"{what} {kind}s {where}.{lines} Fix the kernel so that the compiled code stays in bounds (e.g. pad the "
-        f"buffer to the block size, or load with a contiguous mask that the compiler keeps as a bounded copy).")
+        f"kernel {s.kernel}, block {s.block}: {SCALAR_OUT_OF_RANGE} (error 507035 on an NPU, inferred): the compiled "
+        f"kernel's {op} of {nbytes} bytes, emitted inline for a scalar or indirect tl.{'load' if kind == 0 else 'store'}) "
+        f"{'read' if kind == 0 else 'write'}s {where}.{lines} Fix the index so that it stays inside the tensor "
+        f"(a mask on a scalar access, or on the lanes of an indirect one, must keep the address in bounds too).")
 
 
 def check_ub(v: View, what: str, space: str = "ub", vector: bool = True) -> None:

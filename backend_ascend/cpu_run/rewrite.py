@@ -13,7 +13,14 @@ get_sub_block_idx, pointer_cast or hivm.hir.custom.  So, before the passes:
   memref.global here; after lowering (`per_core_spaces`) its address comes from an extern
   call instead, so that every core running at once has its own UB;
 - `func.func private @_mlir_ciface_*` declarations lose llvm.emit_c_interface, which
-  convert-func-to-llvm would apply a second time (`_mlir_ciface__mlir_ciface_aclshmem_my_pe`).
+  convert-func-to-llvm would apply a second time (`_mlir_ciface__mlir_ciface_aclshmem_my_pe`);
+- each scalar `memref.load` / `memref.store` of a gm memref (what the compiler emits inline for a
+  scalar `tl.load`, or in the per-element loops of an indirect access) is guarded: its byte
+  address is checked first, natively, against a table of the launch's live buffers
+  (`@__hivm_gm_table`, filled by the runner), and only a miss calls out (`__hivm_gm_fault`,
+  memory.gm_scalar_fault), which re-checks against every live buffer and reports the fault; a
+  faulting access is skipped (a load yields 0), so the block ends and reports instead of
+  touching the address.
 """
 from __future__ import annotations
 
@@ -155,10 +162,116 @@ def c_interface_prefix(text: str) -> str:
     return re.sub(r"^\s*func\.func private @_mlir_ciface_[\w.]+\(.*$", fix, text, flags=re.M)
 
 
+# a scalar access of global memory, as the compiled module holds it after convert-hivm-to-std
+# (`%6 = memref.load %rc[%c0] {markDCacheInvalidatePatternVisited = 0 : i32} : memref<1xi32, strided<[1],
+# offset: ?>, #hivm.address_space<gm>>`)
+_GM_LOAD = re.compile(r"^(\s*)(%[\w.]+) = memref\.load (%[\w.]+)\[([^\]]*)\](?: \{[^{}]*\})? : "
+                      r"(memref<([^,>]+)[^\n]*#hivm\.address_space<gm>>)\s*$", re.M)
+_GM_STORE = re.compile(r"^(\s*)memref\.store (%[\w.]+), (%[\w.]+)\[([^\]]*)\](?: \{[^{}]*\})? : "
+                       r"(memref<([^,>]+)[^\n]*#hivm\.address_space<gm>>)\s*$", re.M)
+ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1}
+GM_TABLE_SLOTS = 64        # buffers the native check knows; more (or a peer's, added later) go to the call-out
+GM_LOAD, GM_STORE = 0, 1   # the kind argument of __hivm_gm_fault
+
+# the native check: hit if [addr, addr + bytes) lies inside one [start, end) pair of the table
+# (table[0] = pairs in use); a miss asks the runner, whose answer (false: a fault) is final
+_GM_CHECK = f"""  memref.global @__hivm_gm_table : memref<{1 + 2 * GM_TABLE_SLOTS}xi64> = uninitialized
+  func.func private @__hivm_gm_fault(i64, i64, i64) -> i1
+  func.func private @__hivm_gm_check(%addr: i64, %bytes: i64, %kind: i64) -> i1 {{
+    %t = memref.get_global @__hivm_gm_table : memref<{1 + 2 * GM_TABLE_SLOTS}xi64>
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %false = arith.constant false
+    %true = arith.constant true
+    %n64 = memref.load %t[%c0] : memref<{1 + 2 * GM_TABLE_SLOTS}xi64>
+    %n = arith.index_cast %n64 : i64 to index
+    %end = arith.addi %addr, %bytes : i64
+    %hit = scf.for %i = %c0 to %n step %c1 iter_args(%h = %false) -> (i1) {{
+      %j0 = arith.muli %i, %c2 : index
+      %j = arith.addi %j0, %c1 : index
+      %k = arith.addi %j, %c1 : index
+      %lo = memref.load %t[%j] : memref<{1 + 2 * GM_TABLE_SLOTS}xi64>
+      %hi = memref.load %t[%k] : memref<{1 + 2 * GM_TABLE_SLOTS}xi64>
+      %a = arith.cmpi ule, %lo, %addr : i64
+      %b = arith.cmpi ule, %end, %hi : i64
+      %in = arith.andi %a, %b : i1
+      %h2 = arith.ori %h, %in : i1
+      scf.yield %h2 : i1
+    }}
+    %ok = scf.if %hit -> (i1) {{
+      scf.yield %true : i1
+    }} else {{
+      %r = func.call @__hivm_gm_fault(%addr, %bytes, %kind) : (i64, i64, i64) -> i1
+      scf.yield %r : i1
+    }}
+    return %ok : i1
+  }}"""
+
+
+def _gm_address(ind: str, p: str, mem: str, ty: str, elem: str, idx: list) -> str:
+    """Ops computing `{p}_a` (i64), the byte address of element `idx` of the gm memref `mem`."""
+    rank = len(idx)
+    if elem not in ELEMENT_BYTES:
+        raise RewriteError(f"a scalar global-memory access of element type {elem} the CPU run does not check: {ty}")
+    space = "#hivm.address_space<gm>"
+    out = [f"{ind}{p}_m:{2 + 2 * rank} = memref.extract_strided_metadata {mem} : {ty} -> memref<{elem}, {space}>, "
+           + ", ".join(["index"] * (1 + 2 * rank)),
+           f"{ind}{p}_p = memref.extract_aligned_pointer_as_index {mem} : {ty} -> index"]
+    acc = f"{p}_m#1"
+    for d, i in enumerate(idx):
+        out.append(f"{ind}{p}_x{d} = arith.muli {i}, {p}_m#{2 + rank + d} : index")
+        out.append(f"{ind}{p}_e{d} = arith.addi {acc}, {p}_x{d} : index")
+        acc = f"{p}_e{d}"
+    out += [f"{ind}{p}_sz = arith.constant {ELEMENT_BYTES[elem]} : index",
+            f"{ind}{p}_by = arith.muli {acc}, {p}_sz : index",
+            f"{ind}{p}_ai = arith.addi {p}_p, {p}_by : index",
+            f"{ind}{p}_a = arith.index_cast {p}_ai : index to i64",
+            f"{ind}{p}_n = arith.constant {ELEMENT_BYTES[elem]} : i64"]
+    return "\n".join(out) + "\n"
+
+
+def _elem(shape: str) -> str:
+    return shape.strip().split("x")[-1]
+
+
+def gm_scalar_accesses(text: str) -> str:
+    count = [0]
+
+    def load(m):
+        ind, res, mem, idx, ty, shape = m.groups()
+        count[0] += 1
+        p, elem = f"%__hivm_gs{count[0]}", _elem(shape)
+        zero = "0.0" if elem.startswith(("f", "bf")) else "0"
+        body = m.group(0).strip().replace(res + " = ", f"{p}_v = ", 1)
+        return (_gm_address(ind, p, mem, ty, elem, [i.strip() for i in idx.split(",") if i.strip()]) +
+                f"{ind}{p}_k = arith.constant {GM_LOAD} : i64\n"
+                f"{ind}{p}_ok = func.call @__hivm_gm_check({p}_a, {p}_n, {p}_k) : (i64, i64, i64) -> i1\n"
+                f"{ind}{res} = scf.if {p}_ok -> ({elem}) {{\n{ind}  {body}\n{ind}  scf.yield {p}_v : {elem}\n"
+                f"{ind}}} else {{\n{ind}  {p}_z = arith.constant {zero} : {elem}\n{ind}  scf.yield {p}_z : {elem}\n"
+                f"{ind}}}")
+
+    def store(m):
+        ind, _val, mem, idx, ty, shape = m.groups()
+        count[0] += 1
+        p, elem = f"%__hivm_gs{count[0]}", _elem(shape)
+        return (_gm_address(ind, p, mem, ty, elem, [i.strip() for i in idx.split(",") if i.strip()]) +
+                f"{ind}{p}_k = arith.constant {GM_STORE} : i64\n"
+                f"{ind}{p}_ok = func.call @__hivm_gm_check({p}_a, {p}_n, {p}_k) : (i64, i64, i64) -> i1\n"
+                f"{ind}scf.if {p}_ok {{\n{ind}  {m.group(0).strip()}\n{ind}}}")
+
+    for line in re.findall(r"^.*memref\.(?:load|store|atomic_rmw|generic_atomic_rmw)\b.*#hivm\.address_space<gm>>.*$",
+                           text, re.M):
+        if not (_GM_LOAD.fullmatch(line) or _GM_STORE.fullmatch(line)):
+            raise RewriteError("a global-memory scalar access form the CPU run does not check: " + line.strip())
+    text = _GM_STORE.sub(store, _GM_LOAD.sub(load, text))
+    return _insert_decls(text, {_GM_CHECK} if count[0] else set())
+
+
 def rewrite(text: str) -> str:
     """All rewrites, in order."""
     sizes = target_sizes(text)
-    return c_interface_prefix(cross_core_flags(pointer_casts(block_ops(text), sizes)))
+    return c_interface_prefix(cross_core_flags(pointer_casts(block_ops(gm_scalar_accesses(text)), sizes)))
 
 
 # after lowering: each space's global is addressed through an extern call (one buffer per core)
