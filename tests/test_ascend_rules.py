@@ -51,6 +51,38 @@ def or_after_loop(p, v, BLOCK: tl.constexpr, N: tl.constexpr):
 
 
 @triton.jit
+def _or_into(p, x):
+    tl.atomic_or(p, x)
+
+
+@triton.jit
+def _or_rows(p, v, o, BLOCK: tl.constexpr, N: tl.constexpr):
+    for i in range(N):      # the loop is the helper's own: seen as before
+        tl.atomic_or(p + o, tl.load(v + i * BLOCK + o))
+
+
+@triton.jit
+def helper_or_in_loop(p, v, BLOCK: tl.constexpr, N: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    for i in range(N):
+        _or_into(p + o, tl.load(v + i * BLOCK + o))
+
+
+@triton.jit
+def helper_or_after_loop(p, v, BLOCK: tl.constexpr, N: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.int32)
+    for i in range(N):
+        acc = acc | tl.load(v + i * BLOCK + o)
+    _or_into(p + o, acc)
+
+
+@triton.jit
+def helper_with_its_own_loop(p, v, BLOCK: tl.constexpr, N: tl.constexpr):
+    _or_rows(p, v, tl.arange(0, BLOCK), BLOCK, N)
+
+
+@triton.jit
 def shifts(x, out, BLOCK: tl.constexpr):
     o = tl.arange(0, BLOCK)
     v = tl.load(x + o)
@@ -242,3 +274,20 @@ def test_a_kernel_meant_for_ascend950_and_910b_is_refused_for_the_910b(monkeypat
     msg = _refused(lambda: _shift(torch.uint8))
     _assert_refusal(msg, "unsigned_shift", shifts, ">> 3")
     assert "uint8 tile on Ascend910B4 (the target" in msg and "Ascend950PR_9599 (" not in msg, msg
+
+
+# --- the loop rule through @jit helpers: an atomic in a helper called inside a loop runs in that loop ------
+def test_atomic_or_in_a_helper_called_in_a_loop_is_refused_called_once_after_it_runs():
+    want = (1 << torch.arange(32, dtype=torch.int32)).reshape(4, 8)
+    assert torch.equal(_run(lambda: _or(helper_or_after_loop)), want[0] | want[1] | want[2] | want[3])
+
+    def launched_in_a_host_loop():         # the host's loop is not the kernel's: no refusal
+        for _ in range(2):
+            out = _or(helper_or_after_loop)
+        return out
+    assert torch.equal(_run(launched_in_a_host_loop), want[0] | want[1] | want[2] | want[3])
+    msg = _refused(lambda: _or(helper_or_in_loop))
+    _assert_refusal(msg, "atomic_in_loop", _or_into, "atomic_or")
+    assert f"in @jit helper _or_into, called inside a for loop at {_line(helper_or_in_loop, '_or_into(')}" in msg, msg
+    msg = _refused(lambda: _or(helper_with_its_own_loop))
+    _assert_refusal(msg, "atomic_in_loop", _or_rows, "atomic_or")

@@ -171,6 +171,44 @@ def _in_for_loop(frame) -> bool:
     return frame is not None and any(a <= frame.f_lineno <= b for a, b in _for_bodies(frame.f_code))
 
 
+def _jit_caller(frame):
+    """The frame of the @jit function that called `frame`'s @jit helper, or None (`frame` is the launched
+    kernel).  Triton's interpreter calls a helper through InterpretedFunction.__call__ (its `self.fn` is
+    the helper), right above the helper's frame; the caller is the first frame above that whose code
+    names the helper (the glue between, Triton's and the simulator's, calls it as `fn`)."""
+    g = frame.f_back
+    for _ in range(2):              # the interpreter's __call__, within a frame or two of the helper
+        if g is None:
+            return None
+        me = g.f_locals.get("self") if g.f_code.co_name == "__call__" else None
+        code = getattr(getattr(me, "fn", None), "__code__", None)
+        # by name and file: the interpreter runs a rewritten copy of the helper's code (not the same object)
+        if code is not None and (code.co_name, code.co_filename) == (frame.f_code.co_name, frame.f_code.co_filename):
+            break
+        g = g.f_back
+    else:
+        return None
+    name = frame.f_code.co_name
+    for _ in range(6):
+        g = g.f_back
+        if g is None:
+            return None
+        code = g.f_code
+        if name in code.co_names or name in code.co_varnames or name in code.co_freevars:
+            return g
+    return None
+
+
+def _looping_frame(frame):
+    """`frame`, or the frame of the @jit function up the chain that called it, whose line is inside a
+    `for` body (an atomic in a helper called inside a loop runs in that loop); None if none is."""
+    while frame is not None:
+        if _in_for_loop(frame):
+            return frame
+        frame = _jit_caller(frame)
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _in_triton(filename: str) -> bool:
     """Whether a kernel frame is Triton's own library (triton/language/...), not the user's kernel."""
@@ -212,8 +250,16 @@ def install(semantic_class, builder_class, active, where, frame=lambda: None) ->
 
     def loop_atomic(op):
         def check(self, *args, **kw):
-            if _in_for_loop(frame()):
-                raise refusal("atomic_in_loop", where(), f"tl.{op} inside a for loop")
+            inner = frame()
+            looping = _looping_frame(inner)
+            if looping is None:
+                return
+            detail = f"tl.{op} inside a for loop"
+            if looping is not inner:
+                detail = (f"tl.{op} in @jit helper {inner.f_code.co_name}, called inside a for loop at "
+                          f"{os.path.basename(looping.f_code.co_filename)}:{looping.f_lineno} "
+                          f"({looping.f_code.co_name})")
+            raise refusal("atomic_in_loop", where(), detail)
         return check
 
     def shift(op):
