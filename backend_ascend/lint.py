@@ -23,8 +23,9 @@ a84b1eb5, its docs) are cited on each finding:
             not padded, and is not reported.
 
 Two more kinds are read from the TTIR alone (what the kernel's source asks for, before the NPU
-compilers; reported also where those compilers are not installed, and left out where the compiled
-module already shows the same thing as a scalar loop or a padded buffer):
+compilers), reported where the compiled module is not there to read (the compilers missing, or a
+kernel they refuse); where it is, the module decides (source_findings says why), except for the
+512-byte rule, which the module check does not read:
   int64     a tensor add/subtract/compare of int64 elements (performance_guidelines.md L131-146:
             the vector Add and Cmp take no int64, so the op falls back to scalar code).
   align     a loaded or stored tile of rank >= 2 whose tail axis is not a multiple of 32 bytes, or
@@ -205,6 +206,8 @@ _ACCESS = re.compile(r"\btt\.(load|store)\b[^\n]*: tensor<((?:\d+x)+)!tt\.ptr<(\
 
 
 def int64_findings(ttir: str) -> list:
+    """int64 add/subtract/compare of tiles in the TTIR: the docs' scalar fallbacks, not yet confirmed by
+    a compiled module (see source_findings)."""
     found, seen = [], set()
     for op, ty in _I64_OP.findall(ttir):
         if op in seen:
@@ -212,8 +215,9 @@ def int64_findings(ttir: str) -> list:
         seen.add(op)
         word = "compare" if op == "arith.cmpi" else "add/subtract"
         found.append(Finding(
-            "int64", f"the kernel's TTIR has an int64 {word} of tiles ({op} on {ty}): the NPU's vector unit takes "
-            f"no int64 {word}, so it runs as scalar code, one element at a time", SCALAR_FIX[op], INT64_SOURCE))
+            "int64", f"the kernel's TTIR has an int64 {word} of tiles ({op} on {ty}): the docs say the NPU's vector "
+            f"unit takes no int64 {word}, so it runs as scalar code, one element at a time (read from the TTIR; "
+            f"the compiled module, not examined, may show the compiler avoided it)", SCALAR_FIX[op], INT64_SOURCE))
     return found
 
 
@@ -238,19 +242,18 @@ def align_findings(ttir: str) -> list:
     return found
 
 
-def source_findings(ttir: str, compiled=()) -> list:
-    """int64 and align findings of the TTIR, less those the compiled module's findings already show."""
+def source_findings(ttir: str, compiled=None) -> list:
+    """The TTIR-level findings.  `compiled`: the compiled module's findings, or None when the module was
+    not examined (the compilers missing, or they refused the kernel).  Where it was, the module is the
+    authority for int64 and 32-byte padding: measured, an int64 offset add and its mask compare
+    (`o < n` of an int64 `o`) leave no scalar loop in the module, and a contiguous (8, 3) tile is
+    collapsed to 1-D, not padded; so only the 512-byte rule of cube+vector kernels, which the module
+    check does not read, is added then."""
+    if compiled is None:
+        return int64_findings(ttir) + align_findings(ttir)
     shown = " ".join(f.text for f in compiled)
-    out = []
-    for f in int64_findings(ttir):
-        op = f.text.split("(", 1)[1].split(" on ", 1)[0]
-        if f"{op} on i64" not in shown:
-            out.append(f)
-    for f in align_findings(ttir):
-        tile = f.text.split()[1]
-        if f"{tile}'s tail axis" not in shown:
-            out.append(f)
-    return out
+    return [f for f in align_findings(ttir) if f"multiple of {CUBE_VECTOR_ALIGN}" in f.text
+            and f"{f.text.split()[1]}'s tail axis" not in shown]
 
 
 # ---- a kernel ---------------------------------------------------------------------------------------
@@ -260,9 +263,10 @@ def from_stages(ttir: str, final, grid=None, target: str = "Ascend910B4") -> lis
     (None when the compilers did not get there: only the grid is judged then)."""
     mix = "tt.dot" in ttir
     found = grid_findings(grid, target, mix)
-    if final:
-        found += scalar_findings(final) + padding_findings(ttir, final)
-    return found + source_findings(ttir, found)
+    if not final:
+        return found + source_findings(ttir)
+    compiled = scalar_findings(final) + padding_findings(ttir, final)
+    return found + compiled + source_findings(ttir, compiled)
 
 
 def read_stages(keep: str):
