@@ -215,6 +215,18 @@ def test_pytest_npu_lint_lists_each_kernels_cliffs_with_fixes_a_clean_kernel_has
     assert len(flat) == 1 and flat[0].endswith("grid (4,) on Ascend910B4: no findings"), section
 
 
+def test_without_the_compilers_npu_lint_reports_what_the_ttir_shows_and_says_so(_inner_session, monkeypatch):
+    monkeypatch.setenv("TRITON_DIST_BISHENGIR_COMPILE", "/nonexistent/bishengir-compile")
+    r = _inner_session.runpytest_subprocess("--npu-lint", "-p", "no:cacheprovider")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.OK, out + r.stderr.str()
+    section = out.split("npu-lint: performance cliffs on the NPU", 1)[1]
+    assert "grid: grid (256,) is 256 blocks on 40 vector cores" in section, section
+    assert ("align: tile tensor<8x3xf32> is loaded or stored with a tail axis of 12 bytes, not a multiple of 32 "
+            "(vector operators)") in section, section
+    assert "(the compiled module not examined: " in section and "/nonexistent/bishengir-compile" in section, section
+
+
 def test_without_npu_lint_nothing_is_linted_or_printed(_inner_session):
     r = _inner_session.runpytest_subprocess("-p", "no:cacheprovider")
     out = r.stdout.str()
