@@ -96,3 +96,113 @@ def test_a_masked_indirect_load_still_reads_its_masked_off_lanes_and_faults():
     # the twin: masked-off lanes whose addresses stay inside x (n = 20 of its 40): they are read,
     # harmlessly, and the select gives `other` as torch does
     assert _launch(_gather_many, torch.arange(16, dtype=torch.int32) * 2 + 3, True, 20).values == [True]
+
+
+# --- UB alignment (triton-ascend #1277) and the transpose template ----------------------------
+@triton.jit
+def permute_then_dot(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    # triton-ascend #1277's kernel: maximum -> permute -> minimum -> dot, fp16 in, fp32 out
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs[:, None] * BLOCK + offs[None, :])
+    y = tl.load(y_ptr + offs[:, None] * BLOCK + offs[None, :])
+    t = tl.permute(tl.maximum(x, y), (1, 0))
+    d = tl.dot(x, tl.minimum(y, t), out_dtype=tl.float32)
+    tl.store(out_ptr + offs[:, None] * BLOCK + offs[None, :], d)
+
+
+def _permute_then_dot(block):
+    v = torch.arange(block * block, dtype=torch.float32).reshape(block, block)
+    x, y = (v / 97.0).half(), ((v.flip(0) + 11.0) / 89.0).half()
+    out = torch.zeros(block, block)
+    permute_then_dot[(1,)](x, y, out, BLOCK=block)
+    ref = x.float() @ torch.minimum(y, torch.maximum(x, y).T).float()
+    return torch.allclose(out, ref, rtol=1e-5, atol=1e-3)
+
+
+def test_1277_permute_then_dot_runs_and_agrees_with_torch():
+    # DOES NOT REPRODUCE with the 3.2.0 compilers and v1.2.0's template library: at BLOCK=32 (the
+    # thread's shape) no vector operand is misaligned; at 16 and 8 each vector core's half of the
+    # tile starts 16 (8) bytes into a 32-byte block (hivm-split-mix-kernel's column split), and the
+    # element-wise, select and compare templates it reaches run such operands on the scalar unit
+    # (memory.handles_unaligned): no fault, the result agrees with torch
+    assert _launch(_permute_then_dot, 32).values == [True]
+    assert _launch(_permute_then_dot, 16).values == [True]
+
+
+@triton.jit
+def transpose(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :])
+    tl.store(out_ptr + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], tl.trans(x))
+
+
+def _transposes(shapes):
+    ok = []
+    for m, n, dtype in shapes:
+        x = torch.randn(m, n).to(dtype)
+        out = torch.zeros(n, m, dtype=dtype)
+        transpose[(1,)](x, out, M=m, N=n)
+        ok.append(torch.equal(out, x.T))
+    return ok
+
+
+def test_tl_trans_runs_the_transpose_template_and_agrees_with_torch():
+    # transpose_2d_with_last_axis_<T> (templates_layout.py): every shape here takes the vnchwconv
+    # path (PlanMemory gives the tiles whole-block row strides; 4x2 fp32 rounds up to 8x16 -> 16x8);
+    # the scalar path is the unit test's below
+    shapes = [(16, 8, torch.float32), (8, 16, torch.float32), (32, 32, torch.float16), (4, 2, torch.float32),
+              (2, 16, torch.float16), (64, 32, torch.int32)]
+    assert _launch(_transposes, shapes).values == [[True] * len(shapes)]
+
+
+def _descriptor(base, offset, sizes, strides):
+    import ctypes
+    d = (ctypes.c_int64 * (3 + 2 * len(sizes)))(base, base, offset, *sizes, *strides)
+    return d, ctypes.addressof(d)
+
+
+def _ub_state(M):
+    import numpy as np
+    ub = np.zeros(192 * 1024, dtype=np.uint8)
+    M.set_state(M.BlockState(spaces={"ub": ub}, sizes={"ub": len(ub), "ub_align": 32}, kernel="k"))
+    return ub
+
+
+def test_misaligned_operands_fault_only_for_templates_without_a_scalar_fallback():
+    from triton_dist.backend_ascend.cpu_run import memory as M
+    ub = _ub_state(M)
+    try:
+        keep, odd = _descriptor(ub.ctypes.data, 8, (16, 8), (16, 1))     # fp16 16x8 at byte 16
+        M.check_ub(M.view(odd, 2, 2), "vmax_2d_half operand")             # EltWise2D.cpp: scalar head
+        M.check_ub(M.view(odd, 2, 2), "vsel_vv_1d_bool_half operand")     # SelUtils.h: scalar select
+        with pytest.raises(M.DeviceFault, match="unaligned UB VEC access: .*reduce_max_ar_half operand starts at "
+                                                "UB byte 16"):
+            M.check_ub(M.view(odd, 2, 2), "reduce_max_ar_half operand")
+    finally:
+        M.set_state(None)
+
+
+def test_the_transpose_template_checks_its_rounded_up_region_and_takes_the_scalar_path_when_unaligned():
+    import numpy as np
+    from triton_dist.backend_ascend.cpu_run import memory as M, templates_layout
+    ub = _ub_state(M)
+    f32 = ub.view(np.float32)
+    run = templates_layout.handler("transpose_2d_with_last_axis_float", ["ptr", "ptr"])
+    try:
+        f32[:12] = np.arange(12)
+        # unaligned: a 3x4 source at element 0 with row stride 4 (16 bytes): the scalar loop
+        k1, src = _descriptor(ub.ctypes.data, 0, (3, 4), (4, 1))
+        k2, dst = _descriptor(ub.ctypes.data, 64, (4, 3), (3, 1))
+        run(src, dst)
+        assert np.array_equal(f32[64:76].reshape(4, 3), np.arange(12, dtype=np.float32).reshape(3, 4).T)
+        # aligned 16x8 -> 8x16 at the end of UB: vnchwconv writes whole blocks, in bounds
+        end = len(f32)
+        k3, src = _descriptor(ub.ctypes.data, 0, (16, 8), (8, 1))
+        k4, dst = _descriptor(ub.ctypes.data, end - 128, (8, 16), (16, 1))
+        run(src, dst)
+        # a 9-row destination rounds up to 16 rows (CEIL_FACTOR(9, 8) = 16): past UB's end, faulted
+        k5, src = _descriptor(ub.ctypes.data, 0, (16, 9), (16, 1))
+        k6, dst = _descriptor(ub.ctypes.data, end - 160, (9, 16), (16, 1))
+        with pytest.raises(M.DeviceFault, match="beyond the 192 KiB"):
+            run(src, dst)
+    finally:
+        M.set_state(None)

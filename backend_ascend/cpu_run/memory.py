@@ -18,6 +18,7 @@ target spec; NPUTargetSpec.td v1.2.0 line 70; the template library checks the sa
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -207,6 +208,33 @@ def gm_scalar_fault(addr: int, nbytes: int, kind: int) -> bool:
         f"(a mask on a scalar access, or on the lanes of an indirect one, must keep the address in bounds too).")
 
 
+# Templates that take a misaligned UB operand by themselves, with scalar instructions (AscendNPU-IR
+# v1.2.0 sources; only the CPU-trace build asserts alignment): a misaligned operand is no fault for
+# them.  Element-wise v<op>_<R>d_<T> / _vs_ / _sv_ / unary (R = 1..3) run the elements before the
+# first 32-byte boundary, or all of them, on the scalar unit (eltwise_get_element_nums_on_scalar,
+# Template/include/Vector/VecUtils.h:1083-1133, used by eltwise_vv_2d, lib/Vector/Elementwise/
+# EltWise2D.cpp:255-281 and its 1-D/3-D twins); vsel_* 1-D (include/Vector/CmpSel/SelUtils.h:65-74),
+# vcmp_/vcmps_ 1-D (CmpSel/CmpUtils.h:117-135) and vcast_ 1-D/2-D (Cast/CastUtils.h:251-276) fall
+# back to a scalar loop when any operand is misaligned; transpose_2d checks its own (templates_layout).
+# Every other template's vector operand must start aligned (inferred from their assertions, e.g.
+# Reduction/ReduceR.cpp:32-36, Broadcast/BrcLastAxis.cpp:218-222).
+_SCALAR_FALLBACK = re.compile(r"(?:v[a-z]+(?:_vs|_sv)?_[123]d_|vsel_(?:vv|vs|sv|ss)_1d_|vcmps?_[a-z]+_1d_|"
+                              r"vcast_\w+?_[12]d(?:_with_[a-z_]+)? )")
+
+
+def space_offset(addr: int, space: str = "ub") -> int:
+    """`addr` as a byte offset into the running core's `space` (alignment is relative to the space's
+    start: the host buffer standing for it need not be 32-byte aligned itself)."""
+    buf = state().spaces.get(space)
+    return addr - (buf.ctypes.data if buf is not None else 0)
+
+
+def handles_unaligned(what: str) -> bool:
+    """Whether the template named at the start of `what` ("vmax_2d_half operand") takes a misaligned
+    UB operand by itself (see _SCALAR_FALLBACK)."""
+    return bool(_SCALAR_FALLBACK.match(what))
+
+
 def check_ub(v: View, what: str, space: str = "ub", vector: bool = True) -> None:
     if v.empty:
         return
@@ -224,7 +252,7 @@ def check_ub(v: View, what: str, space: str = "ub", vector: bool = True) -> None
             f"smaller")
     start = v.aligned + v.offset * v.itemsize - base
     align = s.sizes.get("ub_align", 32)
-    if vector and space == "ub" and start % align:
+    if vector and space == "ub" and start % align and not handles_unaligned(what):
         raise DeviceFault(
             f"kernel {s.kernel}, block {s.block}: unaligned UB VEC access: the compiled kernel's {what} starts at "
             f"UB byte {start}, not a multiple of {align} (vector instructions address UB in {align}-byte "

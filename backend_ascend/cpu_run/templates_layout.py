@@ -1,0 +1,102 @@
+"""Layout templates of AscendNPU-IR's library (tag v1.2.0 = 8796a8ac) a compiled module calls, in numpy.
+
+`_mlir_ciface_transpose_2d_with_last_axis_<T>(src*, dst*)` (tl.trans / tl.permute of a 2-D
+tile; Template/include/Vector/Transpose/TransposeUtils.h:86-90, defined by
+lib/Vector/Transpose/Transpose2D.cpp:573-581 as `vnchwconv_2d<T>`, lines 298-395):
+
+- an unaligned call (either start address not 32-byte aligned, either row stride not a whole
+  number of 32-byte blocks, or for 4-byte types neither (dst, src) row-stride pair a multiple of
+  (8, 16) or (16, 8): `is_unaligned_transpose_2d`, lines 33-56) runs the scalar loop
+  `dst[j * dst_stride0 + i] = src[i * src_stride0 + j]` over the m x n sizes (lines 4-30);
+- an aligned one runs the vnchwconv instruction over the sizes rounded up to whole 32-byte
+  blocks (CEIL_FACTOR(size, 32 / sizeof(T)), lines 342-365), and for 4-byte types, when neither
+  16x8 mode fits, src's columns and dst's rows further up to 16 (TransposeUtils.h:38-51): it
+  reads and writes those padding rows and columns too, so they must lie in UB;
+- a 1x1 call copies one element (lines 318-328).
+
+The 8-byte forms (`..._with_tmp`, three operands) are not implemented here: the handler returns
+None and the launch names them.  The element values are moved as bytes (a transpose does no
+arithmetic), so one implementation serves every element type of a width.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import memory as M
+
+BLOCK_BYTES = 32          # INTR_BYTES_PER_BLOCK (Vector/VecUtils.h:29) = UB_ALIGN_BYTES (Utils.h:64)
+ROWS_PER_REPEAT = 16      # TRANSPOSE_INSTR_ROW_OR_COL_NUM_PER_REPEAT (TransposeUtils.h:25)
+WIDTHS = {"uint8_t": 1, "int8_t": 1, "uint16_t": 2, "int16_t": 2, "half": 2, "bfloat16_t": 2,
+          "uint32_t": 4, "int32_t": 4, "float": 4}
+_BYTES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def _ceil(x: int, f: int) -> int:
+    return (x + f - 1) // f * f
+
+
+def _unaligned(src: M.View, dst: M.View, width: int) -> bool:
+    """is_unaligned_transpose_2d (Transpose2D.cpp:33-56)."""
+    per_block = BLOCK_BYTES // width
+    start = lambda v: M.space_offset(v.aligned + v.offset * width)          # noqa: E731
+    s0, d0 = src.strides[0], dst.strides[0]
+    if start(src) % BLOCK_BYTES or start(dst) % BLOCK_BYTES or s0 % per_block or d0 % per_block:
+        return True
+    if width == 4:
+        return not ((d0 % 8 == 0 and s0 % 16 == 0) or (d0 % 16 == 0 and s0 % 8 == 0))
+    return False
+
+
+def _region(v: M.View, sizes, strides) -> M.View:
+    return M.View(v.aligned, v.offset, tuple(sizes), tuple(strides), v.itemsize, v.allocated)
+
+
+def _transpose_2d(name: str, width: int):
+    dt = _BYTES[width]
+
+    def run(src_ptr, dst_ptr):
+        src, dst = M.view(src_ptr, 2, width), M.view(dst_ptr, 2, width)
+        if src.empty:                                            # is_no_op (VecUtils.h:147)
+            return
+        m, n = src.sizes
+        if _unaligned(src, dst, width):
+            # the scalar loop: inner stride 1 whatever the descriptor says (Transpose2D.cpp:22-26)
+            s = _region(src, (m, n), (src.strides[0], 1))
+            d = _region(dst, (n, m), (dst.strides[0], 1))
+            M.check_ub(s, f"{name} source", vector=False)
+            M.check_ub(d, f"{name} destination", vector=False)
+            d.array(dt)[...] = s.array(dt).T.copy()
+            return
+        if (m, n) == (1, 1):
+            M.check_ub(src, f"{name} source", vector=False)
+            M.check_ub(dst, f"{name} destination", vector=False)
+            dst.array(dt)[...] = src.array(dt)
+            return
+        per_block = BLOCK_BYTES // width
+        sm, sn = _ceil(m, per_block), _ceil(n, per_block)        # Transpose2D.cpp:342-345
+        dm, dn = _ceil(dst.sizes[0], per_block), _ceil(dst.sizes[1], per_block)
+        s0 = _ceil(n, per_block) if m == 1 else src.strides[0]   # lines 346-355
+        d0 = _ceil(dst.sizes[1], per_block) if dst.sizes[0] == 1 else dst.strides[0]
+        if width == 4:                                           # gen_transpose_mode (TransposeUtils.h:38-51)
+            mode1 = sm % ROWS_PER_REPEAT == 0 and sn % per_block == 0
+            mode2 = sm % per_block == 0 and sn % ROWS_PER_REPEAT == 0
+            if not mode1 and not mode2:
+                sn, dm = _ceil(sn, ROWS_PER_REPEAT), _ceil(dm, ROWS_PER_REPEAT)
+        s = _region(src, (sm, sn), (s0, 1))
+        d = _region(dst, (dm, dn), (d0, 1))
+        # the vnchwconv instruction's operands: vector accesses, 32-byte aligned by the check above
+        M.check_ub(s, f"{name} source (rounded up to whole blocks)")
+        M.check_ub(d, f"{name} destination (rounded up to whole blocks)")
+        rows, cols = min(sn, dm), min(sm, dn)
+        d.array(dt)[:rows, :cols] = s.array(dt)[:cols, :rows].T.copy()
+    return run
+
+
+def handler(name: str, params: list):
+    """The implementation of layout template `name` (without _mlir_ciface_), or None."""
+    m = re.fullmatch(r"transpose_2d_with_last_axis_(\w+)", name)
+    if m and m[1] in WIDTHS and len(params) == 2:
+        return _transpose_2d(name, WIDTHS[m[1]])
+    return None
