@@ -5,7 +5,8 @@ pytest plugin and the simulator that publishes launches never import this packag
 launch it judges the grid against the target's cores and reads what the compilers made of the
 kernel (backend_ascend/lint.py: scalar loops and padded buffers in the compiled module, int64
 tile arithmetic and unaligned tail axes in the TTIR) and appends one JSON line per distinct
-(kernel, signature, constexprs, grid, target) to TRITON_DIST_NPU_LINT_LOG; the plugin prints
+(kernel, signature, constexprs, grid, target) to TRITON_DIST_NPU_LINT_LOG (the targets: the chips
+the kernel is meant for, as the dtype/op rules take them); the plugin prints
 them in the session's summary.  A report, never an error: nothing here fails a launch.
 
 Each kernel is compiled once: its stage findings are kept in npu-compile's cache directory next
@@ -110,13 +111,22 @@ def lint_launch(launch, tgt: str):
     if (memo, tgt) not in _stages:
         _stages[(memo, tgt)] = _compiled(launch.fn, sig, consts, tgt)
     found, note, mix = _stages[(memo, tgt)]
+    if launch.grid and lint.cores_of(tgt, mix) is None:      # say so rather than pass the grid in silence
+        note = "; ".join(filter(None, [note, f"the grid not judged: {tgt}'s core count is not in "
+                                             f"triton_dist/ascend_parts.py"]))
     return _as_dicts(lint.grid_findings(launch.grid, tgt, mix)) + list(found), note, sig, consts, memo
 
 
 def check_launch(launch) -> None:
-    """The launch check: log this launch's findings once per kernel, signature, grid and target."""
-    from . import compile_check
-    tgt = compile_check.target()
+    """The launch check: log this launch's findings once per kernel, signature, grid and target, for
+    each chip the kernel is meant for (ascend_rules.targets(): TRITON_DIST_NPU_TARGET, else
+    TRITON_DIST_NPU_COMPILE_TARGET, else Ascend910B4)."""
+    from triton_dist.language.ascend_rules import targets
+    for tgt in targets():
+        _check_for(launch, tgt)
+
+
+def _check_for(launch, tgt) -> None:
     try:
         findings, note, sig, consts, memo = lint_launch(launch, tgt)
     except Exception as e:  # noqa: BLE001 - a report never fails a launch

@@ -287,3 +287,26 @@ def test_the_compiled_module_decides_over_the_ttir_an_int64_offset_and_mask_is_n
     # without a module (the compilers missing, or refusing) the TTIR's findings are the report
     ttir = _ttir(int64_offsets, sig, {"BLOCK": 1024})
     assert [f.kind for f in lint.from_stages(ttir, None)] == ["int64", "int64"]
+
+
+@triton.jit
+def row_norm(x, out, n, R: tl.constexpr):
+    r = tl.program_id(0) * R + tl.arange(0, R)[:, None]
+    c = tl.arange(0, 3)[None, :]
+    m = r < n
+    t = tl.load(x + r * 3 + c, mask=m, other=1.0)
+    tl.store(out + r * 3 + c, t / tl.sum(t, 1)[:, None], mask=m)
+
+
+def test_npu_lint_judges_each_target_the_kernel_is_meant_for(monkeypatch):
+    # measured: bishengir-compile 1.2.0 pads the (8, 3) fp32 tile to 8x8 in UB for Ascend910B4 and keeps it
+    # 8x3 for Ascend950PR_9599 (bishengir-compile-a5); the A5 parts' core counts are not in the table
+    import torch
+    from triton_dist import kernel_launches
+    from triton_dist.backend_ascend import lint_check
+    x = torch.ones(2048, 3)
+    launch = kernel_launches.Launch(row_norm.fn, {"x": x, "out": x, "n": 2048, "R": 8}, ("R",), (256,))
+    found, note, *_ = lint_check.lint_launch(launch, "Ascend910B4")
+    assert [f["kind"] for f in found] == ["grid", "padding", "padding"] and not note, (found, note)
+    found, note, *_ = lint_check.lint_launch(launch, "Ascend950PR_9599")
+    assert found == [] and "the grid not judged: Ascend950PR_9599's core count" in note, (found, note)
