@@ -206,3 +206,42 @@ def test_the_transpose_template_checks_its_rounded_up_region_and_takes_the_scala
             run(src, dst)
     finally:
         M.set_state(None)
+
+
+# --- tl.flip: hivm.hir.bitcast and the xor reductions (triton-ascend #1638) --------------------
+@triton.jit
+def flip_rows(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, DIM: tl.constexpr):
+    off = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    tl.store(out_ptr + off, tl.flip(tl.load(x_ptr + off), DIM))
+
+
+def _flips(cases):
+    ok = []
+    for m, n, dim, dtype in cases:
+        x = (torch.randn(m, n) * 100).to(dtype)
+        out = torch.zeros(m, n, dtype=dtype)
+        flip_rows[(1,)](x, out, M=m, N=n, DIM=dim)
+        ok.append(torch.equal(out, x.flip(dim)))
+    return ok
+
+
+def test_tl_flip_runs_compiled_and_agrees_with_torch_and_64x64_overflows_ub_as_in_1638():
+    # stock tl.flip swaps halves by xor-reducing 2x2x... reshapes of the bits: the module holds
+    # hivm.hir.bitcast (f32 <-> i32, rewrite.bitcasts) and reduce_xori_{ra0a1,ara,aar} (templates_layout)
+    cases = [(16, 16, 1, torch.float32), (16, 16, 0, torch.float32), (32, 64, 1, torch.float16)]
+    assert _launch(_flips, cases).values == [[True] * len(cases)]
+    # triton-ascend #1638: a 64x64 flip is refused by bishengir-compile ("ub overflow"; the reshape
+    # to 64x2x2x2x2x2x2 of i32 is what fills UB), as the thread reports on the NPU's compiler
+    with pytest.raises(Exception, match=r"(?s)ub overflow, requires \d+ bits while 1572864 bits available.*"
+                                        r"64x2x2x2x2x2x2"):
+        _launch(_flips, [(64, 64, 1, torch.float32)])
+
+
+def test_a_bitcast_between_widths_is_refused_by_name():
+    from triton_dist.backend_ascend.cpu_run import rewrite
+    same = ("    %1 = hivm.hir.bitcast %0 : memref<2x2xf32, strided<[8, 1]>, #hivm.address_space<ub>> -> "
+            "memref<2x2xi32, strided<[8, 1]>, #hivm.address_space<ub>>\n")
+    assert "builtin.unrealized_conversion_cast %0" in rewrite.bitcasts(same)
+    wider = same.replace("2x2xi32", "2x2xi64")
+    with pytest.raises(rewrite.RewriteError, match="a hivm.hir.bitcast the CPU run does not lower.*2x2xi64"):
+        rewrite.bitcasts(wider)

@@ -268,10 +268,38 @@ def gm_scalar_accesses(text: str) -> str:
     return _insert_decls(text, {_GM_CHECK} if count[0] else set())
 
 
+# `hivm.hir.bitcast %v : memref<S x T1, L, space> -> memref<S x T2, L, space>` (tl.flip's xor trick
+# reinterprets float bits as integers and back): the same bytes seen as another element type of the
+# same width.  ConvertHIVMToUpstream has no pattern for it (it marks HIVM illegal); an
+# unrealized_conversion_cast between the two memref types is exact here because after
+# finalize-memref-to-llvm both are the same descriptor struct (LLVM pointers are opaque), so
+# reconcile-unrealized-casts folds the cast chain to nothing.  Other bitcasts are refused.
+_BITCAST = re.compile(r"^(\s*)(%[\w.]+) = hivm\.hir\.bitcast (%[\w.]+) : (memref<([^,>]+)(.*)) -> "
+                      r"(memref<([^,>]+)(.*))\s*$", re.M)
+
+
+def bitcasts(text: str) -> str:
+    def rep(m):
+        ind, res, src, t1, shape1, rest1, t2, shape2, rest2 = m.groups()
+        dims1, e1 = shape1.rsplit("x", 1) if "x" in shape1 else ("", shape1)
+        dims2, e2 = shape2.rsplit("x", 1) if "x" in shape2 else ("", shape2)
+        if dims1 != dims2 or rest1 != rest2 or ELEMENT_BYTES.get(e1) is None or \
+                ELEMENT_BYTES.get(e1) != ELEMENT_BYTES.get(e2) or "i1" in (e1, e2):
+            raise RewriteError("a hivm.hir.bitcast the CPU run does not lower (only a same-shape, same-layout "
+                               "reinterpretation between element types of one width): " + m.group(0).strip())
+        return f"{ind}{res} = builtin.unrealized_conversion_cast {src} : {t1} to {t2}"
+
+    text = _BITCAST.sub(rep, text)
+    left = re.search(r".*hivm\.hir\.bitcast.*", text)
+    if left:
+        raise RewriteError("a hivm.hir.bitcast form the CPU run does not handle: " + left.group(0).strip())
+    return text
+
+
 def rewrite(text: str) -> str:
     """All rewrites, in order."""
     sizes = target_sizes(text)
-    return c_interface_prefix(cross_core_flags(pointer_casts(block_ops(gm_scalar_accesses(text)), sizes)))
+    return c_interface_prefix(cross_core_flags(pointer_casts(block_ops(bitcasts(gm_scalar_accesses(text))), sizes)))
 
 
 # after lowering: each space's global is addressed through an extern call (one buffer per core)

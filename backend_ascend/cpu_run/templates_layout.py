@@ -14,7 +14,16 @@ lib/Vector/Transpose/Transpose2D.cpp:573-581 as `vnchwconv_2d<T>`, lines 298-395
   reads and writes those padding rows and columns too, so they must lie in UB;
 - a 1x1 call copies one element (lines 318-328).
 
-The 8-byte forms (`..._with_tmp`, three operands) are not implemented here: the handler returns
+`_mlir_ciface_reduce_xori_<axes>_<T>(src*, dst*, tmp*, T init)`: the xor reductions stock Triton's
+tl.flip compiles to (it swaps halves by xor-summing over 2x2x... reshapes; triton/language/
+standard.py flip).  Axes as ReductionUtils.h:1026-1072 names them for a 3-D src: `ra0a1` reduces
+dim 0, `ara` dim 1, `aar` dim 2, the reduced dim kept as 1 in dst; `r` (1-D), `ar`, `ra` (2-D)
+as templates.py's other reductions.  dst = init ^ (xor of the reduced elements); declared for
+int8..int64 (ReductionUtils.h:1653-1656, 1699-1702, 1745-1748).  The operands are vector ones: the
+v1.2.0 reductions assert 32-byte alignment (e.g. Reduction/ReduceAAR.cpp:32-34) and take no
+scalar path for it here (inferred).
+
+The 8-byte transpose forms (`..._with_tmp`, three operands) are not implemented here: the handler returns
 None and the launch names them.  The element values are moved as bytes (a transpose does no
 arithmetic), so one implementation serves every element type of a width.
 """
@@ -94,9 +103,29 @@ def _transpose_2d(name: str, width: int):
     return run
 
 
+XOR_AXES = {"r": (1, None), "ar": (2, 1), "ra": (2, 0), "ra0a1": (3, 0), "ara": (3, 1), "aar": (3, 2)}
+INTS = {"int8_t": np.int8, "int16_t": np.int16, "int32_t": np.int32, "int64_t": np.int64}
+
+
+def _reduce_xor(name: str, axes: str, dt):
+    rank, axis = XOR_AXES[axes]
+
+    def run(src_ptr, dst_ptr, _tmp, init):
+        width = np.dtype(dt).itemsize
+        src, dst = M.view(src_ptr, rank, width), M.view(dst_ptr, rank, width)
+        M.check_ub(src, f"{name} operand")
+        M.check_ub(dst, f"{name} result")
+        r = np.bitwise_xor.reduce(src.array(dt), axis=axis, keepdims=axis is not None)
+        dst.array(dt)[...] = np.bitwise_xor(r, dt(init))
+    return run
+
+
 def handler(name: str, params: list):
     """The implementation of layout template `name` (without _mlir_ciface_), or None."""
     m = re.fullmatch(r"transpose_2d_with_last_axis_(\w+)", name)
     if m and m[1] in WIDTHS and len(params) == 2:
         return _transpose_2d(name, WIDTHS[m[1]])
+    m = re.fullmatch(r"reduce_xori_(r|ar|ra|ra0a1|ara|aar)_(\w+)", name)
+    if m and m[2] in INTS:
+        return _reduce_xor(name, m[1], INTS[m[2]])
     return None
