@@ -233,8 +233,8 @@ def align_findings(ttir: str) -> list:
             continue
         seen.add((dims, t))
         found.append(Finding(
-            "align", f"tile tensor<{'x'.join(map(str, dims))}x{t}> is loaded or stored with a tail axis of {tail} bytes, "
-            f"not a multiple of {need} ({kind} operators): the compiler pads the tail axis in UB (up to "
+            "align", f"tile tensor<{'x'.join(map(str, dims))}x{t}> is loaded or stored with a tail axis of "
+            f"{tail} bytes, not a multiple of {need} ({kind} operators): the compiler pads the tail axis in UB (up to "
             f"{-(-tail // need) * need} bytes a row)",
             f"make the tail axis a multiple of {need} bytes (a wider tile along it), load the data flat as one "
             f"1-D range and reshape, or transpose so the long axis is last (the docs' shapes (2048, 3) and "
