@@ -428,6 +428,11 @@ class SimRuntime:
                 f"kernel {kernel}: the device profile ({dev.name}) has more cores than this launch was "
                 f"started with ({self.board.cores}); set TRITON_DIST_SIM_DEVICE / TRITON_DIST_SIM_CORES "
                 f"before triton_dist.launch, not inside a rank")
+        if getattr(fn, "programs_never_wait", False) and not split_vec and sub_blocks == 1:
+            # the kernel backend knows no program of this launch can wait for another (backend hivm:
+            # a compiled kernel with no device-library call and no while loop): its programs run on
+            # one core, one after another, an order the NPU may run them in, with no thread started
+            ncores = 1
         if looped:      # the board keeps 12 characters of it
             kind = grid_limits.LOOPED + ("vector" if kind.startswith("vector") else "AI")
         launch = Dispatch(self, kernel, grid, ncores, kind, sub_blocks, split_vec, looped)

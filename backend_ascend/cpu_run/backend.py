@@ -98,13 +98,16 @@ def _native_grid(run_grid):
 def _native_for(launch):
     from triton_dist.backend_ascend.compile_check import signature_of
 
-    from . import runner, stages
+    from . import runner, stages, waits
     sig, consts = signature_of(launch)
     key = (launch.fn, tuple(sig.items()), tuple(sorted((k, repr(v)) for k, v in consts.items())))
     native = _natives.get(key)
     if native is None:
         built = stages.build(launch.fn, sig, consts)
         native = _natives[key] = runner.Native(built)
+        # no program of it can wait for another: the simulator runs them on one core (waits.py)
+        native.never_wait = not (native.mix or waits.calls_library(built.ll)
+                                 or waits.may_spin(launch.fn, tuple(consts.values())))
         STAGES[built.kernel] = built.stage
         _log({"kernel": built.kernel, "stage": built.stage, "cached": built.cached, "signature": sig,
               "constexprs": {k: repr(v) for k, v in consts.items()}, "pid": os.getpid()})
@@ -148,4 +151,5 @@ def _program(launch, built, grid):
         except (AttributeError, TypeError, ValueError):
             pass
     program.__wrapped__ = fn
+    program.programs_never_wait = getattr(native, "never_wait", False)
     return program

@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from . import memory as M
+from . import memory as M, templates_layout, views
 
 BF16 = "bf16"      # bfloat16_t: no numpy dtype; stored as its 16 bits, computed through float32
 DTYPES = {"float": np.float32, "half": np.float16, "double": np.float64, "bool": np.bool_, "bfloat16_t": BF16,
@@ -52,7 +52,9 @@ UNARY = {"exp": np.exp, "ln": np.log, "abs": np.abs, "sqrt": np.sqrt, "rsqrt": l
          "rec": lambda x: 1 / x, "tanh": np.tanh, "neg": np.negative}
 CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "le": np.less_equal,
        "ge": np.greater_equal}
-REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
+# reductions as their ufuncs' reduce, which np.sum/np.max/... call (the same arithmetic, without
+# their Python wrappers' few microseconds a call)
+REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 REDUCE_INIT_COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
@@ -133,32 +135,29 @@ class Call:
         else:
             self.ub(ptr, dtype)[...] = values
 
-    def ub(self, ptr, dtype=None, rank=None, vector=True):
+    def ub(self, ptr, dtype=None, rank=None, vector=True, what="operand", space="ub"):
         dt = storage(dtype) if dtype is not None else self.dtype
-        v = M.view(ptr, rank or self.rank, dt.itemsize)
-        M.check_ub(v, f"{self.name} operand", vector=vector)
-        return v.array(dt)
+        return views.ub(ptr, rank or self.rank, dt, f"{self.name} {what}", space, vector)
 
     def gm(self, ptr, kind):
-        v = M.view(ptr, self.rank, self.dtype.itemsize)
-        M.check_gm(v, f"{self.name} ({'tl.load' if kind == 'read' else 'tl.store'} as the compiler made it)", kind)
-        return v
+        """The global-memory operand's values (a view), checked against the live buffers."""
+        return views.gm(ptr, self.rank, self.dtype,
+                        f"{self.name} ({'tl.load' if kind == 'read' else 'tl.store'} as the compiler made it)", kind)
 
 
 def _load(name, rank, dt):
     def run(src, dst, pad_mode, pad_value, left_pad):
         c = Call(name, rank, dt)
         g = c.gm(src, "read")
-        dv = M.view(dst, rank, c.dtype.itemsize)
         if left_pad:
+            dv = M.view(dst, rank, c.dtype.itemsize)
             # the padding sits before dst's first element (Copy1D.cpp:97)
             padded = M.View(dv.aligned, dv.offset - left_pad * dv.strides[-1],
                             dv.sizes[:-1] + (dv.sizes[-1] + left_pad,), dv.strides, dv.itemsize, dv.allocated)
             M.check_ub(padded, f"{name} destination", vector=False)
             value = 0 if pad_mode == PAD_NULL else _scalar(pad_value, dt)
             padded.array(c.dtype)[..., :left_pad] = value
-        M.check_ub(dv, f"{name} destination", vector=False)
-        dv.array(c.dtype)[...] = g.array(c.dtype)
+        c.ub(dst, vector=False, what="destination")[...] = g
     return run
 
 
@@ -166,7 +165,7 @@ def _store(name, rank, dt):
     def run(src, dst, atomic):
         c = Call(name, rank, dt)
         s = c.ub(src, vector=False)
-        g = c.gm(dst, "write").array(c.dtype)
+        g = c.gm(dst, "write")
         if atomic != ATOMIC_NONE and dt is BF16:
             raise M.DeviceFault(f"{name}: an atomic bfloat16 store is not modelled by the hivm backend yet")
         if atomic == ATOMIC_NONE:
@@ -203,6 +202,9 @@ def _with_errstate(fn):
 
 def handler(name: str, params: list):
     """The Python implementation of template function `name` (without _mlir_ciface_), or None."""
+    fn = templates_layout.handler(name, params)        # transposes (templates_layout.py)
+    if fn is not None:
+        return fn
     m = re.fullmatch(r"load_gm_to_ubuf_(\d)d_" + _T, name)
     if m:
         return _load(name, int(m[1]), DTYPES[m[2]])
@@ -214,9 +216,7 @@ def handler(name: str, params: list):
         dt = DTYPES[m[1]]
 
         def set_l1(value, dst):
-            v = M.view(dst, 1, storage(dt).itemsize)
-            M.check_ub(v, f"{name} destination", "cbuf", vector=False)
-            v.array(storage(dt))[...] = _scalar(value, dt)
+            Call(name, 1, dt).ub(dst, vector=False, what="destination", space="cbuf")[...] = _scalar(value, dt)
         return set_l1
     m = re.fullmatch(r"nd2nz_" + _T, name)
     if m:
@@ -238,11 +238,9 @@ def handler(name: str, params: list):
 
         def copy(src, dst, *_pad):
             c = Call(name, rank, dt)
-            sv = M.view(src, rank, c.dtype.itemsize)
-            dv = M.view(dst, rank, c.dtype.itemsize)
-            M.check_ub(sv, f"{name} source", src_space, vector=False)
-            M.check_ub(dv, f"{name} destination", dst_space, vector=False)
-            dv.array(c.dtype)[...] = sv.array(c.dtype).copy()
+            sv = c.ub(src, vector=False, what="source", space=src_space)
+            dv = c.ub(dst, vector=False, what="destination", space=dst_space)
+            dv[...] = sv.copy()
         return copy
     m = re.fullmatch(r"broadcast_scalar_" + _T + r"_to_(\d)d", name)
     if m:
@@ -269,7 +267,7 @@ def handler(name: str, params: list):
             c = Call(name, rank, dt)
             s, d = c.ub(src), c.ub(dst)
             axis = None if axes == "r" else (rank - 1 if axes == "ar" else 0)
-            r = REDUCE[op](s, axis=axis, keepdims=axis is not None)
+            r = REDUCE[op].reduce(s, axis=axis, keepdims=axis is not None)
             d[...] = REDUCE_INIT_COMBINE[op](r, _scalar(init, dt)).astype(dt)
         return _with_errstate(reduce)
     m = re.fullmatch(r"vcmps?_(eq|ne|lt|gt|le|ge)_(\d)d_" + _T, name)
@@ -375,9 +373,7 @@ def _cast(name, src_t, dst_t, rank, nparams):
 # parameters, and checked only against numpy's matmul on whole kernels (tests/test_hivm_backend.py).
 
 def _nz_view(ptr, dt, what, space):
-    v = M.view(ptr, 4, storage(dt).itemsize)
-    M.check_ub(v, what, space, vector=False)
-    return v.array(storage(dt))
+    return views.ub(ptr, 4, storage(dt), what, space, vector=False)
 
 
 def nz_to_2d(a):
@@ -397,7 +393,7 @@ def _math(x, dt):
 def _nd2nz(name, dt):
     def run(src, dst):
         c = Call(name, 2, dt)
-        g = c.gm(src, "read").array(c.dtype)
+        g = c.gm(src, "read")
         d = _nz_view(dst, dt, f"{name} destination", "cbuf")
         # only the source's rows and columns are written: the rest keeps what set_l1_2d_<T> put there
         # (a masked load's `other`), inferred from the module calling set_l1 first
@@ -423,7 +419,7 @@ def _fixpipe(name, src_t, dst_t):
     def run(src, dst, *_params):
         s = nz_to_2d(_nz_view(src, src_t, f"{name} source", "cc"))
         c = Call(name, 2, dst_t)
-        g = c.gm(dst, "write").array(c.dtype)
+        g = c.gm(dst, "write")
         part = s[:g.shape[0], :g.shape[1]]
         g[...] = f32_to_bf16(part) if dst_t is BF16 else part.astype(c.dtype)
     return _with_errstate(run)
