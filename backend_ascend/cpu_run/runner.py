@@ -25,7 +25,7 @@ import numpy as np
 
 from triton_dist.errors import TritonDistError
 
-from . import jit, memory as M, shmem, templates
+from . import jit, memory as M, mix_order, rewrite, shmem, templates, views
 
 PREFIX = "_mlir_ciface_"
 LOCK_BYTES = 64
@@ -67,7 +67,7 @@ def _missing(name):
 
 
 def _space_base(space):
-    return lambda: M.space_base(space)
+    return lambda: views.space_base(space)
 
 
 def _sync_set(core, flag):
@@ -100,6 +100,8 @@ class Native:
                 fn = _space_base(name[len("__hivm_space_base_"):])
             elif name in ("__hivm_sync_block_set", "__hivm_sync_block_wait"):
                 fn = _sync_set if name.endswith("set") else _sync_wait
+            elif name == "__hivm_gm_fault":       # a scalar gm access the native table did not place
+                fn = M.gm_scalar_fault
             elif name.rsplit("_", 1)[0] in _BLOCK_FNS:
                 get = _BLOCK_FNS[name.rsplit("_", 1)[0]]
                 fn = (lambda g: lambda: g(M.state()))(get)
@@ -113,16 +115,21 @@ class Native:
                 if fn is None:
                     self.unknown.append(bare)
                     fn = _missing(bare)
+                fn = mix_order.observed(bare, fn)      # a mix block's cube stores and vector publishes
             else:
                 continue            # libc / libgcc (jit.py binds them)
             restype = jit.ctype(ret)
             proto = ctypes.CFUNCTYPE(restype, *[jit.ctype(t) for t in params])
-            cb = proto(_guard(fn, restype, params))
+            # an on-chip base stays valid after a fault: the block's native code goes on to its return
+            # (a scalar UB access included) and must not dereference a null base
+            cb = proto(fn if name.startswith("__hivm_space_base_") else _guard(fn, restype, params))
             self._callbacks.append(cb)
             symbols[name] = ctypes.cast(cb, ctypes.c_void_p).value
         parts = built.parts or {"": built.kernel}
         exports = list(parts.values()) + ([built.workspace_fn] if built.workspace_fn else [])
-        self.compiled = jit.compile_ir(built.ll, symbols, exports)
+        table = "@__hivm_gm_table = " in built.ll      # the live-buffer table of the scalar gm checks
+        self.compiled = jit.compile_ir(built.ll, symbols, exports + (["__hivm_gm_table"] if table else []))
+        self.gm_table = self.compiled.address("__hivm_gm_table") if table else 0
         self.entries = {}
         for core, fname in parts.items():
             ret, params = jit.definition(built.ll, fname)
@@ -183,6 +190,8 @@ class LaunchArgs:
                     values.append(int(v) if kind.startswith("i") else float(v))
         self.values = values
         self._sources = None
+        if native.gm_table:
+            M.fill_gm_table(native.gm_table, rewrite.GM_TABLE_SLOTS, self.buffers)
 
     def source_lines(self, arg: str) -> str:
         """' The source reads/writes ARG at file:line (masked: ...)' for fault messages."""
@@ -204,9 +213,13 @@ class LaunchArgs:
 
     def _run(self, core, s):
         M.set_state(s)
+        s.pool = views.acquire()        # the core's on-chip spaces and their checked views (views.py)
         try:
-            self.native.entries[core](*self.values)
+            with np.errstate(all="ignore"):     # inf/nan as the vector unit gives them, no warnings
+                self.native.entries[core](*self.values)
         finally:
+            views.release(s.pool)
+            s.pool = None
             M.set_state(None)
 
     def run_block(self, block: int, blocks: int, sub_block: int = 0, sub_blocks: int = 1, thread_init=None) -> dict:
@@ -219,7 +232,8 @@ class LaunchArgs:
             if s.fault is not None:
                 raise s.fault
             return {"calls": s.calls}
-        flags = BlockFlags(VECTOR_PER_CUBE, self.kernel, block)
+        how = mix_order.order()
+        flags = BlockFlags(VECTOR_PER_CUBE, self.kernel, block, how)
         states = [self._state(block, blocks, 0, 1, flags)] + [
             self._state(block, blocks, v, VECTOR_PER_CUBE, flags) for v in range(VECTOR_PER_CUBE)]
         cores = ["aic"] + ["aiv"] * VECTOR_PER_CUBE
@@ -230,7 +244,10 @@ class LaunchArgs:
             if thread_init is not None:
                 thread_init()
             try:
+                flags.start(core, s.sub_block)     # a deterministic order: this half's turn (mix_order.py)
                 self._run(core, s)
+            except FlagAborted as e:
+                s.fail(e)
             finally:
                 if s.fault is not None:
                     flags.abort()
@@ -247,6 +264,12 @@ class LaunchArgs:
         real = [f for f in faults if not isinstance(f, FlagAborted)]
         if faults:
             raise (real or faults)[0]
+        if how == "check":
+            hazards, read = flags.clocks.hazards(), flags.clocks.read
+            if hazards or read:
+                arg = flags.store_args.get(hazards[0][2] if hazards else read[1], "")
+                raise mix_order.report(self.kernel, block, self.fn, hazards, read,
+                                       self.source_lines(arg) if arg else "")
         return {"calls": sum(s.calls for s in states)}
 
 
@@ -262,44 +285,141 @@ class BlockFlags:
     """The cross-core flags of one block of a mix kernel, as the simulator models them
     (sim/core_split.py: counters per receiving core; a cube->vector set adds one to every vector
     core's flag, a vector->cube set to the cube's flag of that vector core; a wait takes one, the
-    cube's one of each vector core)."""
+    cube's one of each vector core).  Unless `how` is 'concurrent', one half runs at a time in
+    the order's priority (mix_order.Turns); the flags carry happens-before (mix_order.Clocks)."""
 
-    def __init__(self, nvec, kernel, block):
+    def __init__(self, nvec, kernel, block, how="concurrent"):
         self.nvec, self.kernel, self.block = nvec, kernel, block
         self.counts = {}
         self.done = set()
         self.aborted = False
         self.cv = threading.Condition()
+        self.turns = None if how == "concurrent" else mix_order.Turns(mix_order.cores(nvec, how))
+        self.clocks = mix_order.Clocks(nvec)
+        self.store_args = {}            # a cube store's description -> the kernel argument it wrote
+        self.shared = {}                # buffer start -> whether peers can read it (_shared)
+
+    @staticmethod
+    def _kind(core):
+        return "cube" if core in ("aic", "cube") else "vector"
+
+    def start(self, core, sub):
+        if self.turns is None:
+            return
+        me = (self._kind(core), sub)
+        with self.cv:
+            self.cv.wait_for(lambda: self.aborted or self.turns.turn == me)
+            if self.aborted:
+                raise FlagAborted("another core of the block failed")
 
     def set(self, setter, flag, sub):
         with self.cv:
             if setter == "cube":
-                for v in range(self.nvec):
-                    self.counts[("vector", v, flag)] = self.counts.get(("vector", v, flag), 0) + 1
+                keys = [("vector", v, flag) for v in range(self.nvec)]
             else:
-                self.counts[("cube", sub, flag)] = self.counts.get(("cube", sub, flag), 0) + 1
+                keys = [("cube", sub, flag)]
+            for k in keys:
+                self.counts[k] = self.counts.get(k, 0) + 1
+            self.clocks.on_set(setter, sub, keys)
             self.cv.notify_all()
+
+    def _deadlock(self, waiter, flag, sub, why):
+        other = "cube" if waiter == "vector" else "vector"
+        gone = [c for c in self.done if c[0] == other]
+        return M.DeviceFault(
+            f"kernel {self.kernel}, block {self.block}: the {waiter} core{'' if waiter == 'cube' else f' {sub}'} "
+            f"waits for cross-core flag {flag} (sync_block_wait), which the {other} core "
+            f"{'ended without setting' if gone else 'has not set'}{why}: the compiled mix "
+            f"kernel's halves deadlock")
 
     def wait(self, waiter, flag, sub, state):
         keys = [("vector", sub, flag)] if waiter == "vector" else [("cube", v, flag) for v in range(self.nvec)]
+
+        def ready():
+            return all(self.counts.get(k, 0) > 0 for k in keys)
         with self.cv:
-            ok = self.cv.wait_for(lambda: self.aborted or all(self.counts.get(k, 0) > 0 for k in keys), FLAG_WAIT_S)
+            if self.turns is not None and not ready():
+                me = (waiter, sub)
+                self.turns.blocked[me] = ready
+                self.turns.pass_on()            # the next half in the order runs until it sets the flag
+                self.cv.notify_all()
+                self.cv.wait_for(lambda: self.aborted or self.turns.turn in (me, None))
+                del self.turns.blocked[me]
+                if self.turns.turn is None and not self.aborted:
+                    raise self._deadlock(waiter, flag, sub, " and no other half of the block can run any more")
+                ok = True
+            else:
+                ok = self.cv.wait_for(lambda: self.aborted or ready(), FLAG_WAIT_S)
             if self.aborted:
                 raise FlagAborted("another core of the block failed")
             if not ok:
-                other = "cube" if waiter == "vector" else "vector"
-                gone = [c for c in self.done if c[0] == other]
-                raise M.DeviceFault(
-                    f"kernel {self.kernel}, block {self.block}: the {waiter} core{'' if waiter == 'cube' else f' {sub}'} "
-                    f"waits for cross-core flag {flag} (sync_block_wait), which the {other} core "
-                    f"{'ended without setting' if gone else 'has not set'} in {FLAG_WAIT_S:g} s: the compiled mix "
-                    f"kernel's halves deadlock (TRITON_DIST_HIVM_FLAG_TIMEOUT sets the wait)")
+                raise self._deadlock(waiter, flag, sub, f" in {FLAG_WAIT_S:g} s (TRITON_DIST_HIVM_FLAG_TIMEOUT "
+                                                        f"sets the wait)")
             for k in keys:
                 self.counts[k] -= 1
+            self.clocks.on_wait(waiter, sub, keys)
+
+    def gm_store(self, core, sub, call, addr):
+        """A half's template `call` stored to global memory at `addr` (counted: what peers can read; not
+        the launch's workspace, the halves' own channel, which the compiler orders with its flags)."""
+        s = M.state()
+        b = next((b for b in s.buffers if b.start <= addr < b.end), None)
+        if b is None or not self._shared(b):
+            return
+        what = f"{call} into {b.label}"
+        with self.cv:
+            if core == "aic":
+                self.clocks.cube_store(what)
+            else:
+                self.clocks.vector_store(sub, f"vector core {sub}'s {what}")
+            if b is not None:
+                self.store_args[what] = b.arg
+
+    def _shared(self, b):
+        """Whether peers can read buffer `b`: a peer's copy (aclshmem_ptr gave it) or a symmetric
+        buffer (the backend's aclshmem_ptr takes it); a plain tensor or the launch's workspace is not."""
+        if b.start not in self.shared:
+            ok = " on rank " in b.label
+            if not ok and not b.label.startswith("the launch's"):
+                from triton_dist import backend
+                try:
+                    me = backend.active().device_call("aclshmem_my_pe")
+                    backend.active().device_call("aclshmem_ptr", backend.Ptr(b.start, "int8"), me)
+                    ok = True
+                except TritonDistError:
+                    ok = False
+            self.shared[b.start] = ok
+        return self.shared[b.start]
+
+    def cube_load(self, call, addr):
+        """The cube's template `call` read global memory at `addr` (counted: what peers can write)."""
+        s = M.state()
+        b = next((b for b in s.buffers if b.start <= addr < b.end), None)
+        if b is not None and self._shared(b):
+            with self.cv:
+                what = f"{call} from {b.label}"
+                self.clocks.cube_load(what)
+                self.store_args[what] = b.arg
+
+    def acquire(self, core, sub, family):
+        with self.cv:
+            self.clocks.acquire(core, sub, family)
+
+    def publish(self, core, sub, family):
+        """A publishing library call reached by a half: the vector's may act, the cube's marks the place."""
+        with self.cv:
+            if core == "aic":
+                self.clocks.cube_copy()
+            else:
+                self.clocks.publish(sub, family)
 
     def ended(self, core, sub):
         with self.cv:
-            self.done.add(("cube" if core == "aic" else "vector", sub))
+            self.done.add((self._kind(core), sub))
+            if self.turns is not None:
+                self.turns.ended.add((self._kind(core), sub))
+                if self.turns.turn == (self._kind(core), sub):
+                    self.turns.pass_on()
             self.cv.notify_all()
 
     def abort(self):
