@@ -718,12 +718,16 @@ def _frontend_digest() -> str:
     from triton_dist.language import _emit
     from triton_dist.language.extra.ascend import libshmem_device
 
-    from . import emit
     h = hashlib.sha256()
-    for mod in (S, dl, _emit, libshmem_device, emit, triton_dist):
-        with open(mod.__file__, "rb") as f:
+    for path in [m.__file__ for m in (S, dl, _emit, libshmem_device)] + [_EMIT_PY, triton_dist.__file__]:
+        with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:32]
+
+
+# emit.py's source, hashed by _frontend_digest; read as a file, not imported: emit imports this
+# module's tables, so importing it here was an import cycle (docs/index.md "Layers")
+_EMIT_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emit.py")
 
 
 def ir_text() -> str:

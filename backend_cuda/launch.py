@@ -48,19 +48,21 @@ def _rank_main(rank, world_size, listener, timeout, fn, args, kwargs, conn):
     L.report(conn, result)          # no CUDA or gloo teardown: the launcher needs only the result
 
 
-def launch(fn, args, kwargs, *, world_size, timeout=60.0) -> L.LaunchResult:
-    """Run fn(*args, **kwargs) in `world_size` GPU ranks; their values in rank order."""
+def launch(fn, args, kwargs, *, world_size, timeout=60.0, machine) -> L.LaunchResult:
+    """Run fn(*args, **kwargs) in `world_size` GPU ranks; their values in rank order.
+
+    machine: what this host has, `missing()` and `ranks_fit(n)` (the Backend class of
+    runtime.py, which calls this; handed in because runtime imports this module)."""
     import torch
 
-    from .runtime import missing, ranks_fit
-    need = missing()
+    need = machine.missing()
     if need:
         raise TritonDistError(f"launch(backend='cuda') needs {', '.join(need)}")
     if torch.cuda.is_initialized():
         raise TritonDistError("launch(backend='cuda'): this process has initialized CUDA, and forked ranks cannot "
                               "use it then; launch before any CUDA work here (keep the caller on the CPU), or "
                               "start the ranks with torchrun")
-    why = ranks_fit(world_size)
+    why = machine.ranks_fit(world_size)
     if why:
         raise TritonDistError(f"launch(world_size={world_size}, backend='cuda'): {why}")
     listener = L.listen_socket()

@@ -118,7 +118,7 @@ class CudaBackend(Backend):
     @classmethod
     def launch(cls, fn, args, kwargs, *, world_size, timeout, **options):
         from .launch import launch
-        return launch(fn, args, kwargs, world_size=world_size, timeout=timeout)
+        return launch(fn, args, kwargs, world_size=world_size, timeout=timeout, machine=cls)
 
     def __init__(self):
         self._heap = None
