@@ -154,6 +154,36 @@ def test_tl_trans_runs_the_transpose_template_and_agrees_with_torch():
     assert _launch(_transposes, shapes).values == [[True] * len(shapes)]
 
 
+@triton.jit
+def permute_3d(x_ptr, out_ptr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P0: tl.constexpr,
+               P1: tl.constexpr, P2: tl.constexpr, D0: tl.constexpr, D1: tl.constexpr, D2: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, A)[:, None, None] * B * C + tl.arange(0, B)[None, :, None] * C
+                + tl.arange(0, C)[None, None, :])
+    tl.store(out_ptr + tl.arange(0, D0)[:, None, None] * D1 * D2 + tl.arange(0, D1)[None, :, None] * D2
+             + tl.arange(0, D2)[None, None, :], tl.permute(x, (P0, P1, P2)))
+
+
+def _permutes(cases):
+    ok = []
+    for (a, b, c), p, dtype in cases:
+        x = torch.randn(a, b, c).to(dtype)
+        want = x.permute(*p)
+        out = torch.zeros(want.shape, dtype=dtype)
+        permute_3d[(1,)](x, out, A=a, B=b, C=c, P0=p[0], P1=p[1], P2=p[2], D0=want.shape[0], D1=want.shape[1],
+                         D2=want.shape[2])
+        ok.append(torch.equal(out, want))
+    return ok
+
+
+def test_3d_permutes_run_the_3d_transpose_templates_and_agree_with_torch():
+    # (1, 0, 2): transpose_3d_without_last_axis; (2, 1, 0): transpose_3d_with_last_axis; the others
+    # compose them with the 2-D one
+    cases = [((4, 8, 16), (1, 0, 2), torch.float32), ((8, 16, 16), (1, 0, 2), torch.float16),
+             ((4, 8, 16), (2, 1, 0), torch.float32), ((2, 4, 8), (2, 1, 0), torch.float16),
+             ((2, 8, 8), (2, 0, 1), torch.float32)]
+    assert _launch(_permutes, cases).values == [[True] * len(cases)]
+
+
 def _descriptor(base, offset, sizes, strides):
     import ctypes
     d = (ctypes.c_int64 * (3 + 2 * len(sizes)))(base, base, offset, *sizes, *strides)
