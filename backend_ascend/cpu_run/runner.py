@@ -25,7 +25,7 @@ import numpy as np
 
 from triton_dist.errors import TritonDistError
 
-from . import jit, memory as M, mix_order, rewrite, shmem, templates, views
+from . import jit, memory as M, mix_order, rewrite, shmem, templates, templates_extra, views
 
 PREFIX = "_mlir_ciface_"
 LOCK_BYTES = 64
@@ -111,7 +111,7 @@ class Native:
                 bare = re.sub(r"\.(cube|vector)$", "", name[len(PREFIX):])
                 fn = (shmem.handler(bare, params, (built.externs or {}).get(name[len(PREFIX):])
                                          or (built.externs or {}).get(bare))
-                      or templates.handler(bare, params))
+                      or templates.handler(bare, params) or templates_extra.handler(bare, params))
                 if fn is None:
                     self.unknown.append(bare)
                     fn = _missing(bare)
