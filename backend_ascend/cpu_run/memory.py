@@ -200,12 +200,13 @@ def gm_scalar_fault(addr: int, nbytes: int, kind: int) -> bool:
         if b.start <= lo and hi <= b.end:
             return True
     where, lines = _outside(s, lo, hi, _owner(s, lo) or _nearest(s, lo))
-    op = "scalar load (memref.load" if kind == 0 else "scalar store (memref.store"
+    op, verb, call = (("scalar load (memref.load", "reads", "tl.load") if kind == 0 else
+                      ("scalar store (memref.store", "writes", "tl.store"))
     raise DeviceFault(
         f"kernel {s.kernel}, block {s.block}: {SCALAR_OUT_OF_RANGE} (error 507035 on an NPU, inferred): the compiled "
-        f"kernel's {op} of {nbytes} bytes, emitted inline for a scalar or indirect tl.{'load' if kind == 0 else 'store'}) "
-        f"{'read' if kind == 0 else 'write'}s {where}.{lines} Fix the index so that it stays inside the tensor "
-        f"(a mask on a scalar access, or on the lanes of an indirect one, must keep the address in bounds too).")
+        f"kernel's {op} of {nbytes} bytes, emitted inline for a scalar or indirect {call}) {verb} {where}.{lines} "
+        f"Fix the index so that it stays inside the tensor (a mask on a scalar access, or on the lanes of an "
+        f"indirect one, must keep the address in bounds too).")
 
 
 # Templates that take a misaligned UB operand by themselves, with scalar instructions (AscendNPU-IR
