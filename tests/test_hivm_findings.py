@@ -144,3 +144,25 @@ def _shifts():
 def test_an_int32_shift_by_a_scalar_runs_compiled_and_matches_torch():
     (left_ok, right_ok), = triton_dist.launch(_shifts, world_size=1, backend="hivm").values
     assert left_ok and right_ok
+
+
+# A backend bug the differential run found (conformance case float_unary_ops): the compiler range-reduces
+# tl.sin with vcast_float_to_float_1d_with_mode (round to an integral value, Cast1D.cpp:164-171), which the
+# numpy template copied unrounded, so sin came out near 0.  torch is the oracle; the compiled kernel's own
+# polynomial differs from libm in the last bits, hence the tolerance.
+@triton.jit
+def sine(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.sin(tl.load(x_ptr + offs)))
+
+
+def _sine():
+    x = torch.linspace(-20.0, 20.0, 64)
+    out = torch.full((64,), float("nan"))
+    sine[(1,)](x, out, BLOCK=64)
+    return (out.double() - torch.sin(x.double())).abs().max().item()
+
+
+def test_sin_range_reduction_rounds_as_the_cast_mode_says():
+    (err,), = [triton_dist.launch(_sine, world_size=1, backend="hivm").values]
+    assert err < 1e-5, err

@@ -111,7 +111,8 @@ class Native:
                 bare = re.sub(r"\.(cube|vector)$", "", name[len(PREFIX):])
                 fn = (shmem.handler(bare, params, (built.externs or {}).get(name[len(PREFIX):])
                                          or (built.externs or {}).get(bare))
-                      or templates.handler(bare, params) or templates_extra.handler(bare, params))
+                      or templates_extra.overrides(bare, params) or templates.handler(bare, params)
+                      or templates_extra.handler(bare, params))
                 if fn is None:
                     self.unknown.append(bare)
                     fn = _missing(bare)
