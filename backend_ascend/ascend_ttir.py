@@ -13,8 +13,8 @@ frontend._ttir_passes run in it, in a child process (it cannot share a process w
 libtriton), and verify the module with triton-ascend's own rules.
 
 The file is taken from the same wheel the adapter comes from, on first use (pip download, as
-toolchain.fetch_adapter does), its sha256 pinned below and checked; a file with another digest is
-never loaded.
+toolchain.fetch_adapter does; toolchain.fetch_libtriton), its sha256 pinned there and checked; a file
+with another digest is never loaded.
 """
 from __future__ import annotations
 
@@ -24,16 +24,17 @@ import re
 import subprocess
 import sys
 import tempfile
-import zipfile
 
 from triton_dist.errors import TritonDistError
 
 from . import toolchain
 
-WHEEL_MEMBER = "triton/_C/libtriton.so"
-# sha256 of triton/_C/libtriton.so in the triton-ascend 3.2.0 wheel named in toolchain.py (measured
-# 2026-12-02 from the PyPI wheel whose adapter has toolchain.ADAPTER_SHA256)
-LIBTRITON_SHA256 = "f5aa787eac8dc227d6485dcbed908047bf553a406eb7f2b250a4f7bffa8a6442"
+# triton-ascend's `ttir` stage, in order: (pass group, adder) of libtriton's `passes` module; run by
+# frontend._ttir_passes on stock libtriton and by run_passes below on triton-ascend's own.  The table
+# lives here, below the frontend, which imports run_passes from this module.
+TTIR_PASSES = (("common", "add_inliner"), ("ttir", "add_combine"), ("common", "add_canonicalizer"),
+               ("ttir", "add_reorder_broadcast"), ("common", "add_cse"), ("common", "add_licm"),
+               ("common", "add_symbol_dce"), ("ttir", "add_loop_unroll"))
 
 
 class Unavailable(TritonDistError):
@@ -41,54 +42,23 @@ class Unavailable(TritonDistError):
 
 
 def cached_libtriton() -> str:
-    return os.path.join(toolchain.cache_dir(), "libtriton.so")
-
+    return toolchain.cached_libtriton()
 
 
 _VERIFIED: dict = {}     # cache path -> the verified file: hashing 130 MB costs ~0.3 s, once a process
 
 
 def fetch_libtriton() -> str:
-    """The verified file (fetched once into the adapter's cache directory); Unavailable otherwise."""
+    """The verified file (fetched once into the adapter's cache directory, toolchain.fetch_libtriton);
+    Unavailable otherwise."""
     path = cached_libtriton()
     if path in _VERIFIED and os.path.exists(_VERIFIED[path]):
         return _VERIFIED[path]
-    _VERIFIED[path] = _fetch_libtriton(path)
-    return _VERIFIED[path]
-
-
-def _fetch_libtriton(path: str) -> str:
-    if os.path.exists(path):
-        if toolchain.sha256(path) == LIBTRITON_SHA256:
-            return path
-        os.unlink(path)
-    for layered in toolchain._layered_adapters("libtriton.so"):    # the environment this one is layered over
-        if os.path.exists(layered) and toolchain.sha256(layered) == LIBTRITON_SHA256:
-            return layered
-    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
-        raise Unavailable(f"triton-ascend's libtriton is published for x86_64 Linux only (this is {sys.platform})")
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-               "-d", tmp, *toolchain.PIP_PLATFORM, f"triton-ascend=={toolchain.TRITON_ASCEND_VERSION}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
-        if proc.returncode != 0 or not wheels:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
-            raise Unavailable(f"could not download triton-ascend=={toolchain.TRITON_ASCEND_VERSION} ({tail[0]})")
-        os.makedirs(toolchain.cache_dir(), exist_ok=True)
-        part = f"{path}.{os.getpid()}.part"
-        with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z, z.open(WHEEL_MEMBER) as src, open(part, "wb") as dst:
-            while True:
-                chunk = src.read(1 << 20)
-                if not chunk:
-                    break
-                dst.write(chunk)
-        if toolchain.sha256(part) != LIBTRITON_SHA256:
-            os.unlink(part)
-            raise Unavailable(f"{WHEEL_MEMBER} of {wheels[0]} does not have the pinned sha256 {LIBTRITON_SHA256}; "
-                              f"not used")
-        os.replace(part, path)
-    return path
+    got, why = toolchain.fetch_libtriton()
+    if got is None:
+        raise Unavailable(why)
+    _VERIFIED[path] = got
+    return got
 
 
 # The child: loads the extension under its own name (its init function is PyInit_libtriton), parses
@@ -104,7 +74,7 @@ ir.load_dialects(ctx)
 mod = ir.parse_mlir_module(sys.argv[2], ctx)
 mod.context = ctx
 pm = ir.pass_manager(ctx)
-for group, adder in json.loads(sys.argv[3]):      # frontend.TTIR_PASSES
+for group, adder in json.loads(sys.argv[3]):      # TTIR_PASSES
     getattr(getattr(passes, group), adder)(pm)
 pm.run(mod)
 sys.stdout.write(mod.str())
@@ -114,9 +84,8 @@ _LOC = re.compile(r"\s+loc\((?:[^()]|\([^()]*\))*\)")
 
 
 def run_passes(ttir: str, name: str) -> str:
-    """The TTIR after frontend._ttir_passes' list, run by triton-ascend 3.2.0's libtriton (text, no
+    """The TTIR after TTIR_PASSES, run by triton-ascend 3.2.0's libtriton (text, no
     locations); TritonDistError with its diagnostics when it refuses the module."""
-    from .frontend import TTIR_PASSES
     from .ttir_forms import to_320
     lib = fetch_libtriton()
     ttir, _ = to_320(ttir)        # a newer stock Triton's forms, which this 3.2.0 libtriton cannot parse

@@ -59,11 +59,13 @@ class Cache:
     def _path(self, key, ext):
         return os.path.join(self.root, key[:2], f"{key}.{ext}")
 
-    def get(self, key):
-        from .pipeline import Outcome
+    def get(self, key, decode):
+        """decode(the stored JSON) for this key, or None when it is absent or unreadable.  The caller
+        hands in its reader (pipeline.Outcome.from_json): the cache stores JSON and imports nothing
+        of what it holds (the pipeline imports the cache)."""
         try:
             with open(self._path(key, "json")) as f:
-                return Outcome.from_json(json.load(f))
+                return decode(json.load(f))
         except (OSError, ValueError, TypeError):
             return None
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from triton_dist.errors import TritonDistError
 from triton_dist.language._ext_emit import EXT_ATTR, EXT_LIBNAME
 
-from . import hivm as H
+from . import ttir_text as H      # the reading of the printed module (hivm.convert_text runs lower())
 
 MAIN = "a84b1eb52b6215e2c171632f2df0892f1003cfc8"
 V320 = "8edbaaed2ad70ffae4beb033707d4d52dc15a9b1"

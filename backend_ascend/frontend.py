@@ -15,6 +15,9 @@ import types
 from triton_dist.errors import TritonDistError
 from triton_dist.language import ascend_shapes
 
+from .ascend_ttir import TTIR_PASSES  # the `ttir` stage's list, run here on stock libtriton
+
+
 def ASCEND_MIN_DOT_SIZE(lhs_type, rhs_type):
     return (1, 1, 1)
 
@@ -153,13 +156,6 @@ def _check_signature(jit, signature, constexprs):
                                   f"*bf16, *i32, *i64, *u64, i32, i64 or fp32") from None
         sig[name] = ty
     return sig, constexprs
-
-
-# triton-ascend's `ttir` stage, in order: (pass group, adder) of libtriton's `passes` module; run here on
-# stock libtriton and by ascend_ttir.py on triton-ascend's own
-TTIR_PASSES = (("common", "add_inliner"), ("ttir", "add_combine"), ("common", "add_canonicalizer"),
-               ("ttir", "add_reorder_broadcast"), ("common", "add_cse"), ("common", "add_licm"),
-               ("common", "add_symbol_dce"), ("ttir", "add_loop_unroll"))
 
 
 def _ttir_passes(module, context):

@@ -439,8 +439,8 @@ def _pipeline_digest() -> str:
     """Changes whenever the code of this pipeline does (so a cached verdict never outlives it)."""
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
-    for name in ("pipeline.py", "carry.py", "hivm.py", "extension_ops.py", "frontend.py", "wrappers.py", "ub.py",
-                 "ascend_ttir.py", "ttir_forms.py", "source_key.py", "aclshmem_wrappers.txt"):
+    for name in ("pipeline.py", "carry.py", "hivm.py", "ttir_text.py", "extension_ops.py", "frontend.py",
+                 "wrappers.py", "ub.py", "ascend_ttir.py", "ttir_forms.py", "source_key.py", "aclshmem_wrappers.txt"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
     from triton_dist.language import _ext_emit, ascend_shapes  # how the extension ops and shapes reach the TTIR
@@ -524,7 +524,7 @@ def compile_kernel(fn, signature, constexprs=None, *, target=DEFAULT_TARGET, opt
     key = cache_key(_jit_key(fn, jit), name, signature, constexprs, target, options, tools,
                     source_key(fn, constexprs))
     with _cache_failures(cache, cache.lock(key)):   # another process compiling the same kernel: wait for its verdict
-        hit = cache.get(key)
+        hit = cache.get(key, Outcome.from_json)
         if hit is not None:
             hit.cached, hit.key = True, key
             return hit

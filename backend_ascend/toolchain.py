@@ -233,6 +233,56 @@ def fetch_adapter(quiet: bool = False) -> tuple:
     return path, f"triton-adapter-opt {TRITON_ASCEND_VERSION} fetched and verified ({path})"
 
 
+# --- triton-ascend's libtriton, from the same wheel (ascend_ttir.py runs the `ttir` passes in it) ---------
+LIBTRITON_MEMBER = "triton/_C/libtriton.so"
+# sha256 of triton/_C/libtriton.so in the triton-ascend 3.2.0 wheel named above (measured 2026-12-02
+# from the PyPI wheel whose adapter has ADAPTER_SHA256)
+LIBTRITON_SHA256 = "f5aa787eac8dc227d6485dcbed908047bf553a406eb7f2b250a4f7bffa8a6442"
+
+
+def cached_libtriton() -> str:
+    return os.path.join(cache_dir(), "libtriton.so")
+
+
+def fetch_libtriton() -> tuple:
+    """(path, "") of the verified file, fetched once into the cache; (None, why not) when it cannot be
+    had.  Here, beside fetch_adapter, so that `fetch` below takes both without importing ascend_ttir
+    (which imports this module)."""
+    path = cached_libtriton()
+    if os.path.exists(path):
+        if sha256(path) == LIBTRITON_SHA256:
+            return path, ""
+        os.unlink(path)
+    for layered in _layered_adapters("libtriton.so"):    # the environment this one is layered over
+        if os.path.exists(layered) and sha256(layered) == LIBTRITON_SHA256:
+            return layered, ""
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
+        return None, f"triton-ascend's libtriton is published for x86_64 Linux only (this is {sys.platform})"
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
+               "-d", tmp, *PIP_PLATFORM, f"triton-ascend=={TRITON_ASCEND_VERSION}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
+        if proc.returncode != 0 or not wheels:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
+            return None, f"could not download triton-ascend=={TRITON_ASCEND_VERSION} ({tail[0]})"
+        os.makedirs(cache_dir(), exist_ok=True)
+        part = f"{path}.{os.getpid()}.part"
+        with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z, z.open(LIBTRITON_MEMBER) as src, \
+                open(part, "wb") as dst:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                dst.write(chunk)
+        if sha256(part) != LIBTRITON_SHA256:
+            os.unlink(part)
+            return None, (f"{LIBTRITON_MEMBER} of {wheels[0]} does not have the pinned sha256 {LIBTRITON_SHA256}; "
+                          f"not used")
+        os.replace(part, path)
+    return path, ""
+
+
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["fetch"]:
@@ -240,11 +290,11 @@ def main(argv=None) -> int:
         print(f"[setup] {message}")
         # triton-ascend's libtriton (the TTIR passes of non-power-of-two kernels, ascend_ttir.py): taken
         # now, once, rather than by the first compile of each test process
-        from .ascend_ttir import Unavailable, fetch_libtriton
-        try:
-            print(f"[setup] triton-ascend's libtriton is cached and verified ({fetch_libtriton()})")
-        except Unavailable as e:
-            print(f"[setup] {e}; non-power-of-two kernels will not compile here")
+        lib, why = fetch_libtriton()
+        if lib:
+            print(f"[setup] triton-ascend's libtriton is cached and verified ({lib})")
+        else:
+            print(f"[setup] {why}; non-power-of-two kernels will not compile here")
         return 0           # a machine without the tool still sets up; the checks skip saying why
     if args == ["find"]:
         tools = find()
