@@ -112,7 +112,15 @@ class Bits:
 
     def set(self, values):
         values = np.broadcast_to(np.asarray(values, dtype=np.bool_), self.v.sizes).ravel()
-        for p, x in zip(self.pos, values):       # set_result_bit, bit by bit
+        at = self.pos - self.lo * 8
+        if np.bincount(at).max() <= 1:
+            # set_result_bit on distinct bits: the order does not matter, so all at once (the bytes
+            # unpacked least significant bit first, the lanes' bits replaced, packed back)
+            bits = np.unpackbits(self.bytes, bitorder="little")
+            bits[at] = values
+            self.bytes[...] = np.packbits(bits, bitorder="little")
+            return
+        for p, x in zip(self.pos, values):       # set_result_bit, bit by bit: a later lane wins
             byte, bit = p // 8 - self.lo, p % 8
             self.bytes[byte] = (self.bytes[byte] | (1 << bit)) if x else (self.bytes[byte] & ~(1 << bit) & 0xFF)
 
