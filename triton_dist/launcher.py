@@ -233,12 +233,13 @@ def main_or_launch(main, world_size=4) -> int:
     launch `world_size` ranks of it on this process's backend.  Returns an exit status: 0
     when every rank's `main` returned something true."""
     if "RANK" in os.environ:
-        from . import finalize, init
-        init()
+        # what triton_dist.init() / finalize() do, through the backend module: the package's
+        # __init__ imports this module, so importing those back would be an import cycle
+        _backend.active().init()
         value = main()
         for rec in MAIN_VALUES:
             rec.append(value)
-        finalize()
+        _backend.active().finalize()
         return 0 if _true(value) else 1
     most = _backend.backend_class().max_ranks()
     if most is not None and 0 < most < world_size:
