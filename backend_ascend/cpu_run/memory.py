@@ -152,13 +152,11 @@ def check_gm(v: View, what: str, kind: str) -> None:
 
 
 def _nearest(s: BlockState, lo: int):
-    """The buffer an address outside every buffer was most likely meant for: the one ending
-    closest below it (an index read off the end), else the one starting closest above it."""
-    below = [b for b in s.buffers if b.end <= lo]
-    if below:
-        return max(below, key=lambda b: b.end)
-    above = [b for b in s.buffers if b.start > lo]
-    return min(above, key=lambda b: b.start) if above else None
+    """The buffer an address outside every buffer was most likely meant for: the closest one, past
+    its end (an index read off the end) or before its start (a negative index)."""
+    def gap(b):
+        return b.start - lo if lo < b.start else lo - b.end + 1
+    return min(s.buffers, key=gap, default=None)
 
 
 def _outside(s: BlockState, lo: int, hi: int, base):
