@@ -68,7 +68,8 @@ def test_a_scalar_load_off_the_end_faults_and_its_in_bounds_twin_agrees_with_tor
     assert "argument 'x_ptr' (float32[40]): bytes 160..164 of a 160-byte buffer" in msg
     assert "block 3" in msg and "test_hivm_faults.py:" in msg       # the program, and the source line
     assert _launch(_gather, 39).values == [True]
-    with pytest.raises(Exception, match=r"argument 'x_ptr' \(float32\[40\]\): bytes -4..0 of a 160-byte buffer"):
+    with pytest.raises(Exception, match=r"argument 'x_ptr' \(float32\[40\]\): bytes -4..0 of a 160-byte buffer "
+                                        r"\(the first byte outside it at offset -4\)"):
         _launch(_gather, -1)                  # before x's first byte: named against x, the closest buffer
 
 

@@ -162,8 +162,10 @@ def _nearest(s: BlockState, lo: int):
 def _outside(s: BlockState, lo: int, hi: int, base):
     """(where the bytes [lo, hi) lie relative to `base`, the source lines accessing it) of a fault."""
     if base is not None:
-        where = (f"{base.label}: bytes {lo - base.start}..{hi - base.start} of a {base.end - base.start}-byte buffer "
-                 f"(the first byte outside it at offset {max(base.end, min(hi, base.end)) - base.start})")
+        outside = (f"the first byte outside it at offset {lo - base.start}" if lo < base.start else
+                   f"the first byte outside it at offset {max(base.end, min(hi, base.end)) - base.start}")
+        where = (f"{base.label}: bytes {lo - base.start}..{hi - base.start} of a {base.end - base.start}-byte "
+                 f"buffer ({outside})")
     else:
         where = f"address 0x{lo:x}..0x{hi:x}, which is in no live buffer"
     lines = s.source_access(base.arg if base is not None else "") if s.source_access else ""
