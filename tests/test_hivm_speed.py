@@ -110,9 +110,17 @@ def _via_constexpr(x_ptr, out_ptr, n, F: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, F(tl.load(x_ptr + offs), n))
 
 
+@triton.jit
+def _flipped(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.flip(tl.load(x_ptr + offs), 0))
+
+
 def test_a_while_loop_in_the_kernel_a_helper_or_a_constexpr_function_may_wait():
     from triton_dist.backend_ascend.cpu_run import waits
     assert not waits.may_spin(_counted)
+    # tl.flip's helpers call triton's _log2, a @constexpr_function with a while loop run at compile time
+    assert not waits.may_spin(_flipped)
     assert waits.may_spin(_spin_helper)
     assert waits.may_spin(_via_helper)
     assert not waits.may_spin(_via_constexpr)

@@ -31,7 +31,11 @@ def calls_library(ll: str) -> bool:
 
 
 def _function(obj):
-    """The Python function of a @triton.jit object (JITFunction, the simulator's wrapper), else None."""
+    """The Python function of a @triton.jit object (JITFunction, the simulator's wrapper), else None.
+    A @constexpr_function (Triton's ConstexprFunction, e.g. triton.language.standard._log2) runs
+    while the kernel is compiled: its loops are not in the kernel."""
+    if type(obj).__name__ == "ConstexprFunction":
+        return None
     inner = getattr(obj, "fn", None)
     return inner if inspect.isfunction(inner) else None
 
