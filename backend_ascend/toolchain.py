@@ -7,6 +7,8 @@
   stock triton's `triton/` package.  The file's sha256 is pinned below and checked.
 - `bishengir-compile`: AscendNPU-IR's BiShengHIR pipeline.  On a CPU it is in the `ascendnpuir`
   package (PyPI ascendnpu-ir==1.2.0, the `test` extra).
+- and, from the same wheel, triton-ascend's `triton/_C/libtriton.so` (`fetch_libtriton`, sha256
+  pinned too), in which ascend_ttir.py runs the `ttir` passes of kernels stock Triton refuses.
 
 On an NPU host the installed triton-ascend's own adapter and CANN's bishengir-compile (on PATH)
 are used instead; TRITON_DIST_TRITON_ADAPTER_OPT / TRITON_DIST_BISHENGIR_COMPILE name others.
