@@ -166,3 +166,60 @@ def _sine():
 def test_sin_range_reduction_rounds_as_the_cast_mode_says():
     (err,), = [triton_dist.launch(_sine, world_size=1, backend="hivm").values]
     assert err < 1e-5, err
+
+
+# Found by the differential run (conformance cases atomics, spin_lock).  Atomics on global memory run
+# inside the compiler's block-ordered lock (sync_block_lock/unlock, SyncBlockLock.cpp; the lock words
+# sized by the module's infer_sync_block_lock_num_function): a backend gap, now templates_extra.py.
+@triton.jit
+def count_and_max(cnt_ptr, mx_ptr):
+    pid = tl.program_id(0)
+    tl.atomic_add(cnt_ptr, 1)
+    tl.atomic_max(mx_ptr, pid * 3 - 20)
+
+
+def _atomics():
+    cnt, mx = torch.zeros(1, dtype=torch.int32), torch.full((1,), -100, dtype=torch.int32)
+    count_and_max[(12,)](cnt, mx)
+    return cnt.item(), mx.item()
+
+
+def test_atomics_run_under_the_compilers_block_ordered_lock_and_match_torch():
+    (got,), = [triton_dist.launch(_atomics, world_size=1, backend="hivm").values]
+    assert got == (12, 11 * 3 - 20), got
+
+
+# COMPILER FINDING (reproduces with triton-adapter-opt 3.2.0): tl.atomic_cas returns the memory as it is
+# *after* the swap, not the value it found.  The adapter's output (kernel.ttadapter-out.mlir) writes the
+# compare-and-select with a linalg.generic into the pointer's memref and then copies that memref out
+# (memref.copy after the generic) as the result.  So `while tl.atomic_cas(lock, 0, 1) == 1: pass` (the
+# spin lock of Triton's test_core.py::test_atomic_cas) never leaves the loop: the block that takes the
+# lock sees 1 and spins (on the NPU a hang, here the launch's timeout).  Triton's semantics (and torch
+# as the oracle here): the old value, 0.
+@triton.jit
+def cas_once(lock_ptr, old_ptr):
+    tl.store(old_ptr, tl.atomic_cas(lock_ptr, 0, 1))
+
+
+def _cas():
+    lock, old = torch.zeros(1, dtype=torch.int32), torch.full((1,), -1, dtype=torch.int32)
+    cas_once[(1,)](lock, old)
+    return old.item(), lock.item()
+
+
+def test_atomic_cas_returns_the_swapped_in_value_not_the_old_one():
+    (old, lock), = triton_dist.launch(_cas, world_size=1, backend="hivm").values
+    assert lock == 1                    # the swap happened (torch: lock 0 -> 1)
+    assert old == 1, f"compiled atomic_cas returned {old} (Triton's semantics: the old value, 0)"
+    # the reason, in the adapter's output: the result is copied out of the lock's memref after the generic
+    import os
+    import tempfile
+    from triton_dist.backend_ascend import pipeline, toolchain
+    with tempfile.TemporaryDirectory() as work:
+        assert pipeline._compile(cas_once, "cas_once", {"lock_ptr": "*i32", "old_ptr": "*i32"}, {},
+                                 pipeline.DEFAULT_TARGET, None, work, toolchain.find()).accepted
+        with open(os.path.join(work, "kernel.ttadapter-out.mlir")) as f:
+            text = f.read()
+    generic = text.index("linalg.generic")
+    lock_view = text[generic:].split("outs(", 1)[1].split(" ", 1)[0]          # the memref the swap writes
+    assert f"memref.copy {lock_view}, " in text[generic:], text[generic:generic + 1500]

@@ -128,6 +128,11 @@ class Native:
             symbols[name] = ctypes.cast(cb, ctypes.c_void_p).value
         parts = built.parts or {"": built.kernel}
         exports = list(parts.values()) + ([built.workspace_fn] if built.workspace_fn else [])
+        # InsertInferSyncBlockLockNumAndInitFunc (AscendNPU-IR v1.2.0): how many int64 lock words the
+        # block-ordered lock around atomics uses, and their first value (templates_extra: sync_block_lock)
+        locks = {k: m.group(1) for k in ("num", "init")
+                 for m in [re.search(rf"define i64 @(\w+_infer_sync_block_lock_{k}_function)\(\)", built.ll)] if m}
+        exports += list(locks.values())
         table = "@__hivm_gm_table = " in built.ll      # the live-buffer table of the scalar gm checks
         self.compiled = jit.compile_ir(built.ll, symbols, exports + (["__hivm_gm_table"] if table else []))
         self.gm_table = self.compiled.address("__hivm_gm_table") if table else 0
@@ -136,6 +141,9 @@ class Native:
             ret, params = jit.definition(built.ll, fname)
             self.entries[core] = ctypes.CFUNCTYPE(None, *[jit.ctype(t) for t in params])(self.compiled.address(fname))
         self.mix = set(parts) == {"aic", "aiv"}
+        self.lock_words, self.lock_init = (
+            int(ctypes.CFUNCTYPE(ctypes.c_int64)(self.compiled.address(locks[k]))()) if k in locks else 0
+            for k in ("num", "init"))
         self.workspace_per_block = 0
         if built.workspace_fn:     # the module's infer_workspace_shape_function: bytes each block uses
             self.workspace_per_block = int(ctypes.CFUNCTYPE(ctypes.c_int64)(
@@ -167,8 +175,11 @@ class LaunchArgs:
                 values.append(0)
             elif "sync_block_lock" in ty or "workspace" in ty:
                 blocks = int(np.prod(grid))
-                n = LOCK_BYTES if "sync_block_lock" in ty else max(WORKSPACE_BYTES, native.workspace_per_block * blocks)
+                n = (max(LOCK_BYTES, 8 * native.lock_words) if "sync_block_lock" in ty
+                     else max(WORKSPACE_BYTES, native.workspace_per_block * blocks))
                 buf = np.zeros(n, dtype=np.uint8)
+                if "sync_block_lock" in ty and native.lock_init:
+                    buf.view(np.int64)[:] = native.lock_init
                 self._keep.append(buf)
                 self.buffers.append(M.Buffer(buf.ctypes.data, buf.ctypes.data + n, "the launch's " +
                                              ("sync-block lock" if "sync_block_lock" in ty else "workspace")))

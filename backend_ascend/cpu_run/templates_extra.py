@@ -9,6 +9,13 @@ checked views (templates.Call), each citing AscendNPU-IR v1.2.0's bishengir/lib/
   arith.shrsi (what Triton's >> on a signed int lowers to) defines it; the vector unit's VSHR on
   signed types is inferred to match, not verified.
 
+- sync_block_lock / sync_block_unlock / free_lock_var (and their _with_subblock forms): the
+  block-ordered ticket lock the compiler puts around atomics (Synchronization/SyncBlockLock/
+  SyncBlockLock.cpp:20-140): lock waits until the int64 at lock_var equals the block's index
+  (with_subblock: block * sub-block count + sub-block), unlock stores index + 1, free_lock_var
+  takes and releases the lock unless lock_var is already past the block.  The wait polls with
+  the GIL released; a block that waits LOCK_WAIT_S (TRITON_DIST_HIVM_FLAG_TIMEOUT) is reported.
+
 Consulted first (`overrides`), for a call templates.py implements wrongly:
 
 - vcast_<F>_to_<F>_<R>d_with_mode, the same float type on both sides: rounds to an integral value
@@ -20,17 +27,63 @@ Consulted first (`overrides`), for a call templates.py implements wrongly:
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import re
+import time
 
 import numpy as np
 
-from . import templates as T
+from . import memory as M, templates as T
+
+LOCK_WAIT_S = float(os.environ.get("TRITON_DIST_HIVM_FLAG_TIMEOUT", "60"))
+_LOCKS = ("sync_block_lock", "sync_block_unlock", "free_lock_var")
 
 _SHIFTS = {"shls": np.left_shift, "shrs": np.right_shift}     # numpy's >> is arithmetic on signed types
 
 
+def _lock_word(desc, what):
+    v = M.view(desc, 1, 8)
+    M.check_gm(M.View(v.aligned, v.offset, (1,), (1,), 8, v.allocated), what, "read")
+    return ctypes.c_int64.from_address(v.aligned + v.offset * 8)
+
+
+def _ticket(s, subblock):
+    return s.block * s.sub_blocks + s.sub_block if subblock else s.block
+
+
+def _acquire(word, me, s, name):
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while word.value != me:
+        if time.monotonic() > deadline:
+            raise M.DeviceFault(
+                f"kernel {s.kernel}, block {s.block}: {name} waits for the sync-block lock to reach {me} (it holds "
+                f"{word.value}) for {LOCK_WAIT_S:g} s: the blocks before it never released it (the compiler's "
+                f"block-ordered lock around atomics: SyncBlockLock.cpp); TRITON_DIST_HIVM_FLAG_TIMEOUT sets the wait")
+        time.sleep(0.0002)     # releases the GIL for the block that holds the lock
+
+
+def _lock_template(name):
+    kind, subblock = name.replace("_with_subblock", ""), name.endswith("_with_subblock")
+
+    def run(lock_var):
+        s = M.state()
+        word = _lock_word(lock_var, name)
+        me = _ticket(s, subblock)
+        if kind == "sync_block_lock":
+            _acquire(word, me, s, name)
+        elif kind == "sync_block_unlock":
+            word.value = me + 1
+        elif word.value <= me:       # free_lock_var: this block has not unlocked yet
+            _acquire(word, me, s, name)
+            word.value = me + 1
+    return run
+
+
 def handler(name: str, params: list):
     """The Python implementation of template function `name`, or None."""
+    if name.replace("_with_subblock", "") in _LOCKS:
+        return _lock_template(name)
     m = re.fullmatch(r"v(shls|shrs)_vs_(\d)d_" + T._T, name)
     if m:
         f, rank, dt = _SHIFTS[m[1]], int(m[2]), T.DTYPES[m[3]]
