@@ -223,3 +223,43 @@ def test_atomic_cas_returns_the_swapped_in_value_not_the_old_one():
     generic = text.index("linalg.generic")
     lock_view = text[generic:].split("outs(", 1)[1].split(" ", 1)[0]          # the memref the swap writes
     assert f"memref.copy {lock_view}, " in text[generic:], text[generic:generic + 1500]
+
+
+# Backend gaps the differential run found (conformance case reductions_and_scans), now templates_extra.py:
+# the index-returning reductions (reduce_max_with_index_left_ar, reduce_min_with_index_left_ra) and the
+# running product (cumprod_ra).  torch is the oracle; the rows hold ties so that the first index shows.
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def index_reductions(x_ptr, mx_ptr, imx_ptr, imn_ptr, prod_ptr, M: tl.constexpr, N: tl.constexpr):
+    r = tl.arange(0, M)[:, None]
+    c = tl.arange(0, N)[None, :]
+    v = tl.load(x_ptr + r * N + c)
+    mx, idx = tl.max(v, axis=1, return_indices=True)
+    tl.store(mx_ptr + tl.arange(0, M), mx)
+    tl.store(imx_ptr + tl.arange(0, M), idx)
+    tl.store(imn_ptr + tl.arange(0, N), tl.argmin(v, axis=0))
+    tl.store(prod_ptr + r * N + c, tl.associative_scan(v, 0, _mul))
+
+
+def _index_reductions():
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0, 0.5, 3.0, 1.0, 2.0],
+                      [-1.0, -1.0, 0.5, 0.5, -3.0, -3.0, 2.0, 2.0],
+                      [0.5, 2.0, -0.5, 1.5, -1.0, 0.25, 1.0, -2.0],
+                      [2.0, 0.5, 0.5, -2.0, 1.5, 0.5, -0.5, 0.5]])
+    mx, imx = torch.zeros(4), torch.full((4,), -1, dtype=torch.int32)
+    imn, prod = torch.full((8,), -1, dtype=torch.int32), torch.zeros(4, 8)
+    index_reductions[(1,)](x, mx, imx, imn, prod, M=4, N=8)
+    want_mx, want_imx = x.max(dim=1)            # torch: the first index of the maximum
+    return (torch.equal(mx, want_mx), imx.tolist(), want_imx.tolist(), imn.tolist(), x.argmin(dim=0).tolist(),
+            torch.equal(prod, torch.cumprod(x, dim=0)))
+
+
+def test_index_reductions_and_a_running_product_match_torch():
+    (mx_ok, imx, want_imx, imn, want_imn, prod_ok), = triton_dist.launch(_index_reductions, world_size=1,
+                                                                        backend="hivm").values
+    assert mx_ok and prod_ok
+    assert imx == want_imx and imn == want_imn, (imx, want_imx, imn, want_imn)

@@ -15,6 +15,13 @@ checked views (templates.Call), each citing AscendNPU-IR v1.2.0's bishengir/lib/
   (with_subblock: block * sub-block count + sub-block), unlock stores index + 1, free_lock_var
   takes and releases the lock unless lock_var is already past the block.  The wait polls with
   the GIL released; a block that waits LOCK_WAIT_S (TRITON_DIST_HIVM_FLAG_TIMEOUT) is reported.
+- reduce_<max|min>_with_index_<left|right>_<r|ar|ra>_<T>(src, dst_value, dst_index, tmp[, init])
+  (Vector/Reduction/ReductionUtils.h:900-990, ReduceWithIndexOpTy LEFT/RIGHT at 39-40): the
+  extreme value and its int32 index along the reduced axis (ar: the last, ra: the first, r: the
+  only one); LEFT takes the first index among equal values, RIGHT the last (inferred from the names).
+- cumsum_ / cumprod_<r|ra|ara>[_reverse]_<T>(src, dst) (Vector/Cumulative/CumsumUtils.h:31-48,
+  CumprodUtils.h:25-48): the running sum/product along the first axis of r and ra and the
+  middle one of ara, from the end with _reverse.
 
 Consulted first (`overrides`), for a call templates.py implements wrongly:
 
@@ -80,8 +87,46 @@ def _lock_template(name):
     return run
 
 
+def _with_index(name, op, side, axes, dt):
+    rank = len(axes)
+    c = T.Call(name, rank, dt)
+    axis = 0 if axes in ("r", "ra") else rank - 1
+
+    def reduce(src, dst_value, dst_index, *_rest):
+        x = c.ub(src)
+        if x.shape[axis] == 0:
+            return
+        y = np.flip(x, axis) if side == "right" else x
+        pick = np.argmax if op == "max" else np.argmin
+        i = np.expand_dims(pick(y, axis=axis), axis)
+        if side == "right":
+            i = x.shape[axis] - 1 - i
+        c.ub(dst_value)[...] = np.take_along_axis(x, i, axis)
+        c.ub(dst_index, np.int32)[...] = i.astype(np.int32)
+    return reduce
+
+
+def _cumulative(name, op, axes, reverse, dt):
+    rank = len(axes)
+    c = T.Call(name, rank, dt)
+    axis = 1 if axes == "ara" else 0
+    f = np.cumsum if op == "sum" else np.cumprod
+
+    def cum(src, dst):
+        x = c.ub(src)
+        y = f(np.flip(x, axis) if reverse else x, axis=axis, dtype=x.dtype)
+        c.ub(dst)[...] = np.flip(y, axis) if reverse else y
+    return cum
+
+
 def handler(name: str, params: list):
     """The Python implementation of template function `name`, or None."""
+    m = re.fullmatch(r"reduce_(max|min)_with_index_(left|right)_(r|ar|ra)_" + T._T, name)
+    if m:
+        return _with_index(name, m[1], m[2], m[3], T.DTYPES[m[4]])
+    m = re.fullmatch(r"cum(sum|prod)_(r|ra|ara)(_reverse)?_" + T._T, name)
+    if m:
+        return _cumulative(name, m[1], m[2], bool(m[3]), T.DTYPES[m[4]])
     if name.replace("_with_subblock", "") in _LOCKS:
         return _lock_template(name)
     m = re.fullmatch(r"v(shls|shrs)_vs_(\d)d_" + T._T, name)
