@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 import triton_dist
+from triton.language.extra.cann import extension as ascend_ext
 
 
 def _missing():
@@ -263,3 +264,64 @@ def test_index_reductions_and_a_running_product_match_torch():
                                                                         backend="hivm").values
     assert mx_ok and prod_ok
     assert imx == want_imx and imn == want_imn, (imx, want_imx, imn, want_imn)
+
+
+# COMPILER FINDING (the #2332 class, for stores; found by the differential run: corpus case
+# rejection_greedy_spec_len_1): two masked stores into the even and odd elements of a row pair
+# (out + offs * 2, out + offs * 2 + 1) are compiled with a read of the whole span (load_gm_to_ubuf of
+# 2 * BLOCK elements), so the tail block's masked-off lanes read past the tensor: on the NPU the MTE fault
+# (error 507035), reported here with the buffer and the masked source lines.  The twin with the buffer
+# padded to the grid agrees with torch, the masked-off lanes left as they were.
+@triton.jit
+def strided_tail_store(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, m)
+    tl.store(out_ptr + offs * 2, x, m)
+    tl.store(out_ptr + offs * 2 + 1, x + 1, m & (x % 2 == 0))
+
+
+def _strided_tail(rows):
+    x = torch.arange(13, dtype=torch.int32) + 100
+    out = torch.full((rows, 2), -1, dtype=torch.int32)
+    strided_tail_store[(4,)](out, x, 13, BLOCK=4)
+    want = torch.full((rows, 2), -1, dtype=torch.int32)
+    want[:13, 0] = x
+    want[:13, 1] = torch.where(x % 2 == 0, x + 1, -1)
+    return torch.equal(out, want)
+
+
+def test_a_strided_masked_store_reads_the_whole_span_and_faults_in_the_tail_block():
+    from triton_dist.backend_ascend.cpu_run import memory as M
+    with pytest.raises(triton_dist.RankError) as e:
+        triton_dist.launch(_strided_tail, 13, world_size=1, backend="hivm")
+    msg = str(e.value)
+    assert M.MTE_OUT_OF_RANGE in msg and "argument 'out_ptr' (int32[13, 2])" in msg, msg
+    assert "bytes 96..128 of a 104-byte buffer" in msg and "masked by `m`" in msg, msg
+    (ok,), = [triton_dist.launch(_strided_tail, 16, world_size=1, backend="hivm").values]
+    assert ok
+
+
+# Backend gaps the differential run found (corpus cases sort_*, topk_logits_mask_sort, flip_blocks,
+# rejection_greedy_spec_len_1), now templates_extra.py: triton-ascend's extension sort (ascending,
+# descending) and flip.  torch is the oracle.
+@triton.jit
+def sort_and_flip(x_ptr, up_ptr, down_ptr, rev_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(x_ptr + i)
+    tl.store(up_ptr + i, ascend_ext.sort(x, descending=False, dim=0))
+    tl.store(down_ptr + i, ascend_ext.sort(x, descending=True, dim=0))
+    tl.store(rev_ptr + i, ascend_ext.flip(x, 0))
+
+
+def _sort_and_flip():
+    x = torch.randn(32, generator=torch.Generator().manual_seed(3))
+    up, down, rev = (torch.zeros(32) for _ in range(3))
+    sort_and_flip[(1,)](x, up, down, rev, N=32)
+    return (torch.equal(up, torch.sort(x).values), torch.equal(down, torch.sort(x, descending=True).values),
+            torch.equal(rev, torch.flip(x, (0,))))
+
+
+def test_sort_and_flip_run_compiled_and_match_torch():
+    (got,), = [triton_dist.launch(_sort_and_flip, world_size=1, backend="hivm").values]
+    assert got == (True, True, True), got

@@ -22,6 +22,13 @@ checked views (templates.Call), each citing AscendNPU-IR v1.2.0's bishengir/lib/
 - cumsum_ / cumprod_<r|ra|ara>[_reverse]_<T>(src, dst) (Vector/Cumulative/CumsumUtils.h:31-48,
   CumprodUtils.h:25-48): the running sum/product along the first axis of r and ra and the
   middle one of ara, from the end with _reverse.
+- sort_<D>d_<T>(src, dst, tmp, descending) and sort_with_index_<D>d_<T>(src, dst, index, tmp,
+  descending) (Vector/Sort/SortUtils.h:45-66): along the last axis; the indices of equal values in
+  their first order (a stable sort: inferred).
+- deinterleave_channel_<k>_from_2_channels_<D>d_<T>(src, dst) (Vector/Deinterleave/
+  DeinterleaveUtils.h:23-50): every second element of the last axis, from element k.
+- flip_<D>d_<T>(src, dst) (Vector/Gather/GatherUtils.h:23-30, Flip1D.cpp:21): the last axis
+  reversed.
 
 Consulted first (`overrides`), for a call templates.py implements wrongly:
 
@@ -119,8 +126,40 @@ def _cumulative(name, op, axes, reverse, dt):
     return cum
 
 
+def _sort(name, rank, dt, with_index):
+    c = T.Call(name, rank, dt)
+
+    def sort(src, dst, *rest):
+        index, descending = (rest[0] if with_index else None), bool(int(rest[-1]))
+        x = c.ub(src)
+        key = x.astype(np.float64)
+        order = np.argsort(-key if descending else key, axis=-1, kind="stable")
+        c.ub(dst)[...] = np.take_along_axis(x, order, -1)
+        if with_index:
+            c.ub(index, np.int32)[...] = order.astype(np.int32)
+    return sort
+
+
+def _last_axis(name, rank, dt, pick):
+    c = T.Call(name, rank, dt)
+
+    def run(src, dst):
+        c.ub(dst)[...] = pick(c.ub(src))
+    return run
+
+
 def handler(name: str, params: list):
     """The Python implementation of template function `name`, or None."""
+    m = re.fullmatch(r"sort(_with_index)?_(\d)d_" + T._T, name)
+    if m:
+        return _sort(name, int(m[2]), T.DTYPES[m[3]], bool(m[1]))
+    m = re.fullmatch(r"deinterleave_channel_([01])_from_2_channels_(\d)d_" + T._T, name)
+    if m:
+        k = int(m[1])
+        return _last_axis(name, int(m[2]), T.DTYPES[m[3]], lambda x: x[..., k::2])
+    m = re.fullmatch(r"flip_(\d)d_" + T._T, name)
+    if m:
+        return _last_axis(name, int(m[1]), T.DTYPES[m[2]], lambda x: x[..., ::-1])
     m = re.fullmatch(r"reduce_(max|min)_with_index_(left|right)_(r|ar|ra)_" + T._T, name)
     if m:
         return _with_index(name, m[1], m[2], m[3], T.DTYPES[m[4]])
