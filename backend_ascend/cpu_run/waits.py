@@ -10,6 +10,11 @@ order the NPU may run them in, and needs no thread per core (sim/runtime.py run_
 `programs_never_wait`).  Everything else is dispatched onto the device model's cores as on the
 NPU, so blocks that wait for each other still run as they would there.
 
+The one wait the compiler adds itself, the block-ordered ticket lock around atomics
+(`sync_block_lock`: block k waits until blocks 0..k-1 have unlocked; templates_extra.py,
+SyncBlockLock.cpp), is satisfied by one core running the programs in index order, which is
+how the simulator's dispatch hands them to a single core (sim/runtime.py Dispatch.next).
+
 Conservative: a kernel whose source cannot be read, or that names a @jit helper with a `while`
 loop, counts as one that may wait.
 """
