@@ -325,3 +325,31 @@ def _sort_and_flip():
 def test_sort_and_flip_run_compiled_and_match_torch():
     (got,), = [triton_dist.launch(_sort_and_flip, world_size=1, backend="hivm").values]
     assert got == (True, True, True), got
+
+
+# Backend gaps the differential run found (corpus cases attention_*_block_ptr_fp16), now templates_extra.py:
+# mma_tile_<A>_to_<C>_tb (tl.dot with a transposed right operand) and broadcast_last_axis_align_2d.
+# torch is the oracle; M, N and K all differ so that a transposition mistaken shows.
+@triton.jit
+def dot_b_transposed(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rn[:, None] * K + rk[None, :])              # N x K, used as its transpose
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, tl.trans(b)))
+
+
+def _dot_bt():
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(16, 32, generator=g).half(), torch.randn(64, 32, generator=g).half()
+    c = torch.full((16, 64), float("nan"))
+    dot_b_transposed[(1,)](a, b, c, M=16, N=64, K=32)
+    return (c.double() - a.double() @ b.double().T).abs().max().item()
+
+
+def test_a_dot_with_a_transposed_operand_matches_torch():
+    from triton_dist.backend_ascend.cpu_run import stages, stages_ir
+    _, text = stages_ir.compiled_ir(dot_b_transposed, {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32"},
+                                    {"M": 16, "N": 64, "K": 32}, after=stages.FINAL)
+    assert "mma_tile_half_to_float_tb" in text          # the template this covers
+    (err,), = [triton_dist.launch(_dot_bt, world_size=1, backend="hivm").values]
+    assert err < 1e-3, err

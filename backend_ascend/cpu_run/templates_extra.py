@@ -29,6 +29,12 @@ checked views (templates.Call), each citing AscendNPU-IR v1.2.0's bishengir/lib/
   DeinterleaveUtils.h:23-50): every second element of the last axis, from element k.
 - flip_<D>d_<T>(src, dst) (Vector/Gather/GatherUtils.h:23-30, Flip1D.cpp:21): the last axis
   reversed.
+- broadcast_<first|middle|last>_axis_<align|unalign|unknown_align>_<D>d_<T>(src, dst[, tmp])
+  (Vector/Broadcast/BrcUtils.h:300-380): src has extent 1 on the broadcast axis, dst the full
+  extent; the values repeated along it (the alignment variants differ in how, not in what).
+- mma_tile_<A>_to_<C>_tb: mma_tile with B given transposed (the L1 buffer holds B^T, N x K, in the
+  NZ layout templates.py reads; its parameters as mma_tile's).  Inferred from the name and checked
+  only against torch on whole kernels (the corpus's block-pointer attention, test_hivm_findings).
 
 Consulted first (`overrides`), for a call templates.py implements wrongly:
 
@@ -148,8 +154,33 @@ def _last_axis(name, rank, dt, pick):
     return run
 
 
+def _mma_tb(name, src_t, dst_t):
+    what_a, what_b, what_c = f"{name} A", f"{name} B", f"{name} C"
+
+    def run(a, b, init, m, k, n, dst, *_events):
+        a2 = T._math(T.nz_to_2d(T._nz_view(a, src_t, what_a, "cbuf")), src_t)
+        bt = T._math(T.nz_to_2d(T._nz_view(b, src_t, what_b, "cbuf")), src_t)       # N x K
+        d = T._nz_view(dst, dst_t, what_c, "cc")
+        prod = a2[:m, :k].astype(np.float64) @ bt[:n, :k].astype(np.float64).T
+        c2 = T.nz_to_2d(d)
+        c2[:m, :n] = prod if init else c2[:m, :n] + prod
+        T.write_nz(d, c2.astype(T.storage(dst_t), copy=False))
+    return run
+
+
 def handler(name: str, params: list):
     """The Python implementation of template function `name`, or None."""
+    m = re.fullmatch(r"broadcast_(first|middle|last)_axis_(?:align|unalign|unknown_align)_(\d)d_" + T._T, name)
+    if m:
+        c = T.Call(name, int(m[2]), T.DTYPES[m[3]])
+
+        def broadcast(src, dst, *_tmp):
+            d = c.ub(dst)
+            d[...] = np.broadcast_to(c.ub(src), d.shape)
+        return broadcast
+    m = re.fullmatch(r"mma_tile_" + T._T + "_to_" + T._T + "_tb", name)
+    if m:
+        return _mma_tb(name, T.DTYPES[m[1]], T.DTYPES[m[2]])
     m = re.fullmatch(r"sort(_with_index)?_(\d)d_" + T._T, name)
     if m:
         return _sort(name, int(m[2]), T.DTYPES[m[3]], bool(m[1]))
