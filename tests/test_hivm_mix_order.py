@@ -121,7 +121,7 @@ def test_the_default_reports_the_unordered_notify_with_its_line_and_the_fix(monk
     assert 'al.sync_block_set("cube", "vector", <id>)' in msg and "sync_block_wait" in msg, msg
 
 
-@pytest.mark.parametrize("order", ["check", "vector-first", "cube-first"])
+@pytest.mark.parametrize("order", ["check", "vector-first", "cube-first", "concurrent"])
 def test_the_ordered_twin_agrees_with_torch_in_every_order(monkeypatch, order):
     (err, zeros), = _launch(monkeypatch, order, True)
     assert err < 1e-4 and not zeros
@@ -233,3 +233,26 @@ def test_each_vector_core_notifying_after_its_own_half_is_reported(monkeypatch):
     msg = str(e.value)
     assert "vector core 0's copy of aclshmemx_signal_op (dl.notify at test_hivm_mix_order.py:" in msg, msg
     assert "vector core 1's store_ubuf_to_gm_" in msg and "sub_vec_id() == 0" in msg, msg
+
+
+# a vector half waiting for a cross-core flag nobody sets: in a deterministic order no half can run,
+# which is reported at once (no flag timeout), naming the flag
+@triton.jit
+def waits_for_nothing(a, b, out, M: tl.constexpr):
+    r = tl.arange(0, M)
+    tile = r[:, None] * M + r[None, :]
+    c = tl.dot(tl.load(a + tile), tl.load(b + tile))
+    al.sync_block_wait("cube", "vector", 3)
+    tl.store(out + tile, tl.maximum(c, 0.0))
+
+
+def _waits_for_nothing():
+    a = torch.ones(M, M)
+    waits_for_nothing[(1,)](a, a, torch.zeros(M, M), M=M)
+
+
+def test_a_flag_no_half_sets_is_a_deadlock_reported_at_once(monkeypatch):
+    monkeypatch.setenv("TRITON_DIST_HIVM_MIX_ORDER", "check")
+    with pytest.raises(triton_dist.RankError, match=r"waits for cross-core flag 3 \(sync_block_wait\), which the "
+                                                    r"cube core ended without setting and no other half"):
+        triton_dist.launch(_waits_for_nothing, world_size=1, backend="hivm", timeout=120)
