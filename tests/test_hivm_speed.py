@@ -63,6 +63,26 @@ def test_on_chip_views_are_reused_per_core_and_bad_operands_still_fault(block):
     assert (a == 0).all()
 
 
+def test_bool_operands_are_unpacked_from_reused_bit_positions_and_still_checked(block):
+    # a bool UB operand: one bit a lane, least significant first (templates.Bits, Cmp1D.cpp set_result_bit)
+    from triton_dist.backend_ascend.cpu_run import memory as M, templates, views
+    base = views.space_base("ub")
+    keep, bits = _descriptor(base, 256 * 8 + 3, 20)         # 20 lanes from bit 3 of byte 256
+    vcmps = templates.handler("vcmps_lt_1d_float", [])
+    keep2, x = _descriptor(base, 0, 20)
+    xs = views.ub(x, 1, np.dtype(np.float32), "x")
+    xs[...] = np.arange(20) - 9.5
+    vcmps(x, 0.0, bits)
+    first = templates._bits(bits, 1, "mask")
+    assert templates._bits(bits, 1, "mask") is first          # positions built once per core's pool
+    vcmps(x, 0.0, bits)
+    lanes = np.unpackbits(block.spaces["ub"][256:260], bitorder="little")[3:23].astype(bool)
+    assert lanes.tolist() == (np.arange(20) - 9.5 < 0).tolist()
+    keep3, past = _descriptor(base, 192 * 1024 * 8 - 4, 20)  # 16 of its lanes past the 192 KiB
+    with pytest.raises(M.DeviceFault, match="beyond the 192 KiB"):
+        vcmps(x, 0.0, past)
+
+
 def test_global_views_are_checked_against_the_live_buffers_at_every_call(block):
     from triton_dist.backend_ascend.cpu_run import memory as M, views
     f32 = np.dtype(np.float32)

@@ -27,6 +27,7 @@ launch naming it (`unknown`): nothing is guessed.
 """
 from __future__ import annotations
 
+import ctypes
 import re
 import threading
 
@@ -74,14 +75,20 @@ def f32_to_bf16(x):
     return np.where(np.isnan(np.asarray(x, dtype=np.float32)), np.uint16(0x7FC0), rounded)
 
 
+_SCALAR_TYPES: dict = {}      # template element type -> (numpy scalar type, is half): looked up once
+
+
 def _scalar(value, dtype):
     """A scalar argument as the template gets it (half and bfloat16 travel as their 16 bits)."""
     if dtype is BF16:
         return np.uint16(value)
-    dtype = np.dtype(dtype)
-    if dtype == np.float16 and isinstance(value, int):
+    got = _SCALAR_TYPES.get(dtype)
+    if got is None:
+        dt = np.dtype(dtype)
+        got = _SCALAR_TYPES[dtype] = (dt.type, dt == np.float16)
+    if got[1] and isinstance(value, int):
         return np.uint16(value).view(np.float16)
-    return dtype.type(value)
+    return got[0](value)
 
 
 class Bits:
@@ -91,6 +98,7 @@ class Bits:
     (memref<8x16xi1> takes 32 bytes)."""
 
     def __init__(self, ptr, rank, what):
+        self.distinct = None          # whether the lanes' bits are distinct (set() finds out once)
         self.v = M.view(ptr, rank, 1)
         n = int(np.prod(self.v.sizes)) if self.v.sizes else 1
         if n and not self.v.empty:
@@ -113,7 +121,9 @@ class Bits:
     def set(self, values):
         values = np.broadcast_to(np.asarray(values, dtype=np.bool_), self.v.sizes).ravel()
         at = self.pos - self.lo * 8
-        if np.bincount(at).max() <= 1:
+        if self.distinct is None:
+            self.distinct = bool(np.bincount(at).max() <= 1)
+        if self.distinct:
             # set_result_bit on distinct bits: the order does not matter, so all at once (the bytes
             # unpacked least significant bit first, the lanes' bits replaced, packed back)
             bits = np.unpackbits(self.bytes, bitorder="little")
@@ -123,6 +133,22 @@ class Bits:
         for p, x in zip(self.pos, values):       # set_result_bit, bit by bit: a later lane wins
             byte, bit = p // 8 - self.lo, p % 8
             self.bytes[byte] = (self.bytes[byte] | (1 << bit)) if x else (self.bytes[byte] & ~(1 << bit) & 0xFF)
+
+
+def _bits(ptr, rank, what):
+    """The Bits of a bool operand: like views.ub, built and checked once per core's pool and reused
+    (its positions and byte view depend only on the descriptor and the pool's UB)."""
+    s = M.state()
+    pool = getattr(s, "pool", None)
+    if pool is None:
+        return Bits(ptr, rank, what)
+    key = ("bits", ctypes.string_at(ptr, 8 * (3 + 2 * rank)), rank)
+    got = pool.views.get(key)
+    if got is None:
+        got = Bits(ptr, rank, what)
+        if s.spaces.get("ub") is not None and s.spaces.get("ub") is pool.spaces.get("ub"):
+            pool.views[key] = got       # checked against this pool's UB (Bits.__init__)
+    return got
 
 
 class Call:
@@ -141,15 +167,15 @@ class Call:
         """An operand's values (a bool operand unpacked from its bits)."""
         if dtype is None:
             if self.bool:
-                return Bits(ptr, self.rank, self.operand).get()
+                return _bits(ptr, self.rank, self.operand).get()
             return views.ub(ptr, self.rank, self.dtype, self.operand)
         if np.dtype(storage(dtype)) == np.bool_:
-            return Bits(ptr, self.rank, self.operand).get()
+            return _bits(ptr, self.rank, self.operand).get()
         return self.ub(ptr, dtype)
 
     def write(self, ptr, values, dtype=None):
         if (self.bool if dtype is None else np.dtype(storage(dtype)) == np.bool_):
-            Bits(ptr, self.rank, f"{self.name} result").set(values)
+            _bits(ptr, self.rank, f"{self.name} result").set(values)
         elif dtype is None:
             views.ub(ptr, self.rank, self.dtype, self.operand)[...] = values
         else:
