@@ -71,7 +71,8 @@ CUBE_LOADS = ("nd2nz_", "load_gm_to_")
 
 
 class MixOrderHazard(TritonDistError):
-    """A vector-half call publishes to peers with no cross-core flag after the cube's store."""
+    """A mix kernel's halves are not ordered where peers see it: a vector-half call publishes before
+    the cube's (or the other vector core's) store, or the cube reads before the vector's wait."""
 
 
 def order() -> str:
@@ -109,7 +110,8 @@ class Turns:
 
 
 class Clocks:
-    """Happens-before between the cube's global-memory stores and the vectors' publishing calls.
+    """Happens-before between the halves' global-memory accesses and the library calls that publish
+    them to peers or wait for peers (the three hazards: hazards(), read).
 
     Both halves run the one source program, so the cube's own copy of the j-th publishing call
     marks where that call stands in the cube's program order: a cube store issued before the
