@@ -256,3 +256,31 @@ def test_a_flag_no_half_sets_is_a_deadlock_reported_at_once(monkeypatch):
     with pytest.raises(triton_dist.RankError, match=r"waits for cross-core flag 3 \(sync_block_wait\), which the "
                                                     r"cube core ended without setting and no other half"):
         triton_dist.launch(_waits_for_nothing, world_size=1, backend="hivm", timeout=120)
+
+
+# the barrier form (upstream gemm_reduce_kernel's shape): the cube stores its tile into its own symmetric
+# buffer, then barrier_all publishes it.  Reported with the condition it rests on: here (and in the
+# simulator) the cube's copy of the barrier takes no part in it, which is not verified on an NPU
+@triton.jit
+def dot_then_barrier(a, b, ws, M: tl.constexpr):
+    r = tl.arange(0, M)
+    tile = r[:, None] * M + r[None, :]
+    tl.store(ws + tile, tl.dot(tl.load(a + tile), tl.load(b + tile)))
+    shm.barrier_all()
+
+
+def _dot_then_barrier():
+    a = torch.ones(M, M)
+    ws = triton_dist.symm_tensor((M, M), torch.float32)
+    dot_then_barrier[(1,)](a, a, ws, M=M)
+
+
+def test_a_barrier_after_the_cubes_store_is_reported_with_the_model_it_rests_on(monkeypatch):
+    monkeypatch.setenv("TRITON_DIST_HIVM_MIX_ORDER", "check")
+    with pytest.raises(triton_dist.RankError) as e:
+        triton_dist.launch(_dot_then_barrier, world_size=2, backend="hivm", timeout=120)
+    msg = str(e.value)
+    lines, first = inspect.getsourcelines(dot_then_barrier.fn)
+    line = first + next(i for i, text in enumerate(lines) if "barrier_all()" in text)
+    assert f"barrier_all at test_hivm_mix_order.py:{line}" in msg and "argument 'ws'" in msg, msg
+    assert "if the cube's copy of the barrier takes no part in it" in msg, msg
