@@ -111,7 +111,7 @@ class Native:
                 bare = re.sub(r"\.(cube|vector)$", "", name[len(PREFIX):])
                 fn = (shmem.handler(bare, params, (built.externs or {}).get(name[len(PREFIX):])
                                          or (built.externs or {}).get(bare))
-                      or templates_extra.overrides(bare, params) or templates.handler(bare, params)
+                      or templates.handler(bare, params)
                       or templates_extra.handler(bare, params))
                 if fn is None:
                     self.unknown.append(bare)

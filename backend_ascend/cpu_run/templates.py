@@ -397,11 +397,19 @@ ROUNDING = {0: np.rint, 1: lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), 2: 
 
 def _cast(name, src_t, dst_t, rank, nparams):
     c, to = Call(name, rank, src_t), Call(name, rank, dst_t)
+    # the same float type on both sides with a CastMode rounds to an integral value by the mode
+    # (Cast1D.cpp:164-171 v1.2.0, scalar_cast_float_to_float: "round via int64 intermediate, then cast
+    # back"; the vector path is vconv_f322f32{r,a,f,c,z}, Cast1D.cpp:309-311): bishengir-compile
+    # range-reduces tl.sin with it.  bf16 -> bf16 taken the same way: inferred, not verified.
+    to_integral = src_t is dst_t and name.endswith("_with_mode") and np.dtype(
+        np.float32 if src_t is BF16 else src_t).kind == "f"
 
     def run(src, dst, *rest):
         mode = int(rest[-1]) if rest else 0
         x = c.read(src)
         x = bf16_to_f32(x) if src_t is BF16 else x
+        if to_integral:
+            x = ROUNDING.get(mode, np.rint)(x.astype(np.float64)).astype(x.dtype)
         if dst_t is np.bool_:
             to.write(dst, x != 0)
             return

@@ -36,14 +36,6 @@ checked views (templates.Call), each citing AscendNPU-IR v1.2.0's bishengir/lib/
   NZ layout templates.py reads; its parameters as mma_tile's).  Inferred from the name and checked
   only against torch on whole kernels (the corpus's block-pointer attention, test_hivm_findings).
 
-Consulted first (`overrides`), for a call templates.py implements wrongly:
-
-- vcast_<F>_to_<F>_<R>d_with_mode, the same float type on both sides: rounds to an integral value
-  by the CastMode (Cast1D.cpp:164-171, scalar_cast_float_to_float: "round via int64 intermediate,
-  then cast back", e.g. rint(2.7f) -> 3.0f; the vector path is vconv_f322f32{r,a,f,c,z},
-  Cast1D.cpp:309-311).  templates._cast copies the values unrounded (its numpy astype), so
-  tl.sin, which the compiler range-reduces with such a cast, came out near 0 (conformance case
-  float_unary_ops).  For helper A: fold this into _cast and drop it here.
 """
 from __future__ import annotations
 
@@ -216,16 +208,3 @@ def handler(name: str, params: list):
         return shift
     return None
 
-
-def overrides(name: str, params: list):
-    """A template templates.py has but gets wrong (above), or None."""
-    m = re.fullmatch(r"vcast_" + T._T + "_to_" + T._T + r"_(\d)d_with_mode", name)
-    if m and m[1] == m[2] and m[1] in ("float", "half"):
-        rank, dt = int(m[3]), T.DTYPES[m[1]]
-        c = T.Call(name, rank, dt)
-
-        def round_in_place(src, dst, mode):
-            x = c.read(src).astype(np.float64)
-            c.write(dst, T.ROUNDING.get(int(mode), np.rint)(x).astype(dt))
-        return round_in_place
-    return None
