@@ -142,7 +142,7 @@ def _program(launch, built, grid):
             return      # the simulator made one instance per core of the block: the native block runs once, in the first
         x, y, z = c.grid_idx
         args.run_block(x * gy * gz + y * gz + z, blocks, getattr(c, "sub_vec", 0), getattr(c, "sub_blocks", 1),
-                       thread_init=lambda: context.set_core(c))
+                       thread_init=lambda: context.set_core(c), where=f"rank {c.rank} core {c.phys}")
 
     # the simulator reads the kernel's source through these (mix kernel? sub_vec_id? sync_block flags?)
     for attr in ("__code__", "__globals__", "__name__", "__qualname__", "__module__", "__defaults__"):

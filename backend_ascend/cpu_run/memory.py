@@ -57,10 +57,14 @@ class BlockState:
     calls: int = 0
     flags: object = None                               # runner.BlockFlags of a mix kernel's block
     core: str = ""                                     # "aic" / "aiv": which half of a mix kernel
+    failed_call: str = ""                              # the bound function whose call failed first (runner._guard)
+    launch: object = None                              # runner.Native: .failed, .abort() (the launch's first failure)
 
     def fail(self, e: BaseException) -> None:
         if self.fault is None:
             self.fault = e
+            if self.launch is not None:
+                self.launch.abort()
 
 
 _local = threading.local()

@@ -20,7 +20,10 @@ get_sub_block_idx, pointer_cast or hivm.hir.custom.  So, before the passes:
   (`@__hivm_gm_table`, filled by the runner), and only a miss calls out (`__hivm_gm_fault`,
   memory.gm_scalar_fault), which re-checks against every live buffer and reports the fault; a
   faulting access is skipped (a load yields 0), so the block ends and reports instead of
-  touching the address.
+  touching the address;
+- each `scf.while` condition is and-ed with `__hivm_running()` (`loop_aborts`): a failed call of
+  the block returns zeros into native code, and a loop waiting on them ends once the launch has
+  failed instead of spinning (runner.py defines the function: a volatile load of its abort word).
 """
 from __future__ import annotations
 
@@ -296,10 +299,35 @@ def bitcasts(text: str) -> str:
     return text
 
 
+# A failed call cannot unwind through native code (runner.py): the block goes on to its return with
+# that call's results zeroed.  A `while` loop whose condition depends on them would then spin for
+# ever, so each loop's condition also asks whether the launch has failed (`__hivm_running`, a
+# volatile load of a word the runner sets at the first failure: runner.abort_word) and the loop
+# ends when it has.  A `for` loop ends by itself.
+RUNNING_FN = "__hivm_running"
+_CONDITION = re.compile(r"^(\s*)scf\.condition\((%[\w.$#-]+)\)", re.M)
+
+
+def loop_aborts(text: str) -> str:
+    """Each scf.while's condition and-ed with `__hivm_running()`."""
+    n = [0]
+
+    def rep(m):
+        n[0] += 1
+        ind, cond, k = m.group(1), m.group(2), n[0]
+        return (f"{ind}%__hivm_run{k} = func.call @{RUNNING_FN}() : () -> i1\n"
+                f"{ind}%__hivm_go{k} = arith.andi {cond}, %__hivm_run{k} : i1\n"
+                f"{ind}scf.condition(%__hivm_go{k})")
+
+    text = _CONDITION.sub(rep, text)
+    return _insert_decls(text, {f"  func.func private @{RUNNING_FN}() -> i1"} if n[0] else ())
+
+
 def rewrite(text: str) -> str:
     """All rewrites, in order."""
     sizes = target_sizes(text)
-    return c_interface_prefix(cross_core_flags(pointer_casts(block_ops(bitcasts(gm_scalar_accesses(text))), sizes)))
+    return c_interface_prefix(cross_core_flags(pointer_casts(block_ops(bitcasts(gm_scalar_accesses(
+        loop_aborts(text)))), sizes)))
 
 
 # after lowering: each space's global is addressed through an extern call (one buffer per core)

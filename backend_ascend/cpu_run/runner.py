@@ -9,7 +9,11 @@ program to the simulator's dispatch onto the device's physical cores).
 
 A callback that raises (a fault, a primitive's deadlock report) cannot unwind through native
 code: the error is kept in the block's state, every later callback of the block returns at
-once, and the block raises it when the native call returns.
+once, and the block raises it when the native call returns.  So that a `while` loop whose
+condition depends on the failed call's results does not spin for ever, the first failure also
+sets the launch's abort word, which every loop condition reads (rewrite.loop_aborts): the loops
+end, the other blocks' calls return at once too, and the launch reports the failure, with the
+core, block and call it happened in, instead of timing out.
 """
 from __future__ import annotations
 
@@ -36,12 +40,12 @@ class Unsupported(TritonDistError):
     """The compiled module calls something the CPU run does not implement (named)."""
 
 
-def _guard(fn, restype, params):
+def _guard(fn, restype, params, name=""):
     halves = [i for i, t in enumerate(params) if t in jit.HALF_TYPES]
 
     def cb(*args):
         s = M.state()
-        if s.fault is not None:
+        if s.fault is not None or (s.launch is not None and s.launch.failed):
             return None if restype is None else 0
         s.calls += 1
         if halves:
@@ -51,6 +55,8 @@ def _guard(fn, restype, params):
         try:
             out = fn(*args)
         except BaseException as e:  # noqa: BLE001 - re-raised by the block once native code returns
+            if s.fault is None:
+                s.failed_call = name
             s.fail(e)
             return None if restype is None else 0
         if restype is None:
@@ -88,13 +94,31 @@ _BLOCK_FNS = {"__hivm_block_idx": lambda s: s.block, "__hivm_block_num": lambda 
               "__hivm_sub_block_idx": lambda s: s.sub_block, "__hivm_sub_block_num": lambda s: s.sub_blocks}
 
 
+ABORT_WORD = "__hivm_abort_word"
+
+
+def _with_abort_word(ll: str) -> str:
+    """The module with `__hivm_running` (rewrite.loop_aborts) defined natively: 1 until the word
+    ABORT_WORD, which the runner sets at a launch's first failure, is non-zero.  The load is volatile
+    so that no optimisation keeps it out of the loop that asks."""
+    decl = re.compile(r"^declare\b[^\n]*@" + rewrite.RUNNING_FN + r"\(\)[^\n]*$", re.M)
+    if not decl.search(ll):
+        return ll
+    return decl.sub(f"@{ABORT_WORD} = global i32 0\n"
+                    f"define i1 @{rewrite.RUNNING_FN}() {{\n"
+                    f"  %w = load volatile i32, ptr @{ABORT_WORD}, align 4\n"
+                    f"  %r = icmp eq i32 %w, 0\n"
+                    f"  ret i1 %r\n}}", ll, count=1)
+
+
 class Native:
     def __init__(self, built):
         self.built = built
         self._callbacks = []
         symbols = {}
         self.unknown = []
-        for name, (ret, params) in jit.declarations(built.ll).items():
+        ll = _with_abort_word(built.ll)
+        for name, (ret, params) in jit.declarations(ll).items():
             fn = None
             if name.startswith("__hivm_space_base_"):
                 fn = _space_base(name[len("__hivm_space_base_"):])
@@ -123,7 +147,7 @@ class Native:
             proto = ctypes.CFUNCTYPE(restype, *[jit.ctype(t) for t in params])
             # an on-chip base stays valid after a fault: the block's native code goes on to its return
             # (a scalar UB access included) and must not dereference a null base
-            cb = proto(fn if name.startswith("__hivm_space_base_") else _guard(fn, restype, params))
+            cb = proto(fn if name.startswith("__hivm_space_base_") else _guard(fn, restype, params, name))
             self._callbacks.append(cb)
             symbols[name] = ctypes.cast(cb, ctypes.c_void_p).value
         parts = built.parts or {"": built.kernel}
@@ -134,8 +158,12 @@ class Native:
                  for m in [re.search(rf"define i64 @(\w+_infer_sync_block_lock_{k}_function)\(\)", built.ll)] if m}
         exports += list(locks.values())
         table = "@__hivm_gm_table = " in built.ll      # the live-buffer table of the scalar gm checks
-        self.compiled = jit.compile_ir(built.ll, symbols, exports + (["__hivm_gm_table"] if table else []))
+        word = f"@{ABORT_WORD} = " in ll
+        self.compiled = jit.compile_ir(ll, symbols, exports + (["__hivm_gm_table"] if table else [])
+                                       + ([ABORT_WORD] if word else []))
         self.gm_table = self.compiled.address("__hivm_gm_table") if table else 0
+        self._abort = ctypes.c_int32.from_address(self.compiled.address(ABORT_WORD)) if word else None
+        self.failed = False         # a block of the running launch failed (its while loops end: rewrite.loop_aborts)
         self.entries = {}
         for core, fname in parts.items():
             ret, params = jit.definition(built.ll, fname)
@@ -148,6 +176,20 @@ class Native:
         if built.workspace_fn:     # the module's infer_workspace_shape_function: bytes each block uses
             self.workspace_per_block = int(ctypes.CFUNCTYPE(ctypes.c_int64)(
                 self.compiled.address(built.workspace_fn))())
+
+
+    def abort(self) -> None:
+        """A block of the running launch failed: every block's while loops end at their next test and
+        their later calls return at once, so the failure surfaces instead of a spin (rewrite.loop_aborts)."""
+        self.failed = True
+        if self._abort is not None:
+            self._abort.value = 1
+
+    def reset(self) -> None:
+        """A new launch: nothing has failed."""
+        self.failed = False
+        if self._abort is not None:
+            self._abort.value = 0
 
 
 def _memref_words(ptr, numel):
@@ -202,6 +244,7 @@ class LaunchArgs:
                     values.append(int(v) if kind.startswith("i") else float(v))
         self.values = values
         self._sources = None
+        native.reset()
         if native.gm_table:
             M.fill_gm_table(native.gm_table, rewrite.GM_TABLE_SLOTS, self.buffers)
 
@@ -221,7 +264,7 @@ class LaunchArgs:
     def _state(self, block, blocks, sub_block, sub_blocks, flags=None):
         return M.BlockState(block=block, sub_block=sub_block, blocks=blocks, sub_blocks=sub_blocks,
                             buffers=self.buffers, sizes=self.native.built.sizes, kernel=self.kernel,
-                            source_access=self.source_lines, flags=flags)
+                            source_access=self.source_lines, flags=flags, launch=self.native)
 
     def _run(self, core, s):
         M.set_state(s)
@@ -234,15 +277,16 @@ class LaunchArgs:
             s.pool = None
             M.set_state(None)
 
-    def run_block(self, block: int, blocks: int, sub_block: int = 0, sub_blocks: int = 1, thread_init=None) -> dict:
-        """Run program `block`.  A mix kernel's block runs as its AI core does: the cube part and
+    def run_block(self, block: int, blocks: int, sub_block: int = 0, sub_blocks: int = 1, thread_init=None,
+                  where: str = "") -> dict:
+        """Run program `block` (`where`: the core that runs it, for the fault message).  A mix kernel's block runs as its AI core does: the cube part and
         VECTOR_PER_CUBE vector parts (sub-blocks) at once, handing sync_block flags (BlockFlags);
         thread_init() is called first in each thread this starts (the caller's per-thread context)."""
         if not self.native.mix:
             s = self._state(block, blocks, sub_block, sub_blocks)
             self._run("", s)
             if s.fault is not None:
-                raise s.fault
+                raise _placed(s.fault, s, where)
             return {"calls": s.calls}
         how = mix_order.order()
         flags = BlockFlags(VECTOR_PER_CUBE, self.kernel, block, how)
@@ -275,7 +319,9 @@ class LaunchArgs:
         faults = [s.fault for s in states if s.fault is not None]
         real = [f for f in faults if not isinstance(f, FlagAborted)]
         if faults:
-            raise (real or faults)[0]
+            first = next((s for s in states if s.fault is (real or faults)[0]))
+            half = "the cube core" if first.core == "aic" else f"vector core {first.sub_block}"
+            raise _placed(first.fault, first, f"{half} of {where}" if where else half)
         if how == "check":
             hazards, read = flags.clocks.hazards(), flags.clocks.read
             if hazards or read:
@@ -283,6 +329,25 @@ class LaunchArgs:
                 raise mix_order.report(self.kernel, block, self.fn, hazards, read,
                                        self.source_lines(arg) if arg else "")
         return {"calls": sum(s.calls for s in states)}
+
+
+def _placed(fault, s, where):
+    """The block's fault, its message ending with where it happened: the core, and the kernel, block and
+    failing call where the message does not name them (memory.py's DeviceFaults name kernel and block)."""
+    if (not isinstance(fault, TritonDistError) or isinstance(fault, FlagAborted) or len(fault.args) != 1
+            or not isinstance(fault.args[0], str)):
+        return fault
+    text, call = fault.args[0], s.failed_call
+    call = call[len(PREFIX):] if call.startswith(PREFIX) else call
+    if f"block {s.block}" in text:
+        if where and where not in text:
+            fault.args = (f"{text} [on {where}]",)
+        return fault
+    place = f"kernel {s.kernel}, block {s.block}" + (f" on {where}" if where else "")
+    if call and not call.startswith("__hivm_"):
+        place += f"; the failing call: {call}"
+    fault.args = (f"{text} [{place}]",)
+    return fault
 
 
 VECTOR_PER_CUBE = 2       # an Atlas A2 AI core: 1 cube + 2 vector cores (sim/device.py, NPUTargetSpec.td)
