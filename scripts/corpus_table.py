@@ -96,12 +96,12 @@ def table(only=None) -> tuple[str, dict]:
         t0 = time.monotonic()
         sim = simulator_cell(case)
         comp = compile_cell(case, tools)
-        for test in ("test_simulator", "test_npu_compile"):      # a known gap: say so, with the xfail's reason
+        for test in ("test_matches_torch", "test_npu_compile"):      # a known gap: say so, with the xfail's reason
             gap = T.XFAIL.get(f"{test}[{case.name}]")
-            cell = sim if test == "test_simulator" else comp
+            cell = sim if test == "test_matches_torch" else comp
             if gap and "**unexpected**" in cell:
                 cell += f" (known gap: {_first_line(gap.split(': ', 1)[-1], 70)})"
-                sim, comp = (cell, comp) if test == "test_simulator" else (sim, cell)
+                sim, comp = (cell, comp) if test == "test_matches_torch" else (sim, cell)
         counts["cases"] += 1
         counts["sim ok"] += "**unexpected**" not in sim
         counts["compile as declared"] += "**unexpected**" not in comp and not comp.startswith("skipped")

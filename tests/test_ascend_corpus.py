@@ -1,12 +1,21 @@
 """The Ascend corpus (tests/ascend_corpus, issue 31 item 4): kernels written in the styles of real
-Ascend users' kernels, each run on the simulator at world size 1 against torch, and compiled by the
-real NPU compilers (triton-ascend 3.2.0's triton-adapter-opt, AscendNPU-IR's bishengir-compile)
-with the signatures of its launches.
+Ascend users' kernels, each run at world size 1 against torch on each backend of the `backend`
+fixture (the simulator by default; `--backend sim,hivm` adds the kernel as the NPU compilers made
+it, run on this CPU; `--compare-backends sim,hivm` also compares what the two launches returned,
+at the case's tolerance), and compiled by the real NPU compilers (triton-ascend 3.2.0's
+triton-adapter-opt, AscendNPU-IR's bishengir-compile) with the signatures of its launches.
 
 Oracles: torch for what the kernels compute (at a tolerance fitting the dtype); the real compilers'
 verdicts (accepted, or the compiler's own `ub overflow` line) for the compile.  The simulator run
 also checks that each launch it saw is one of the case's declared compiles, so the compile step
 compiles what really ran.  scripts/corpus_table.py measures docs/corpus.md's table with these same cases.
+
+Where a backend other than the simulator is known not to do what the simulator does, the case says
+so, in one place: its `on_backend` (a Differs: kind, the text the backend's report shows, why), or,
+for a backend that runs compiled kernels, a compile declared refused (`Compile.expect`).  There the
+test checks that the backend's report is the declared one and is an xfail with the reason; when the
+difference is gone it fails, saying which declaration to remove (a strict xfail).  docs/ascend.md
+("Issue 31's corpus") classifies each.
 """
 import dataclasses
 import inspect
@@ -16,7 +25,7 @@ import pytest
 import torch
 
 import triton_dist
-from ascend_corpus import all_cases
+from ascend_corpus import Differs, all_cases
 
 CASES = all_cases()
 BY_NAME = {c.name: c for c in CASES}
@@ -26,14 +35,43 @@ BY_NAME = {c.name: c for c in CASES}
 XFAIL = {
 }
 
+# The backends that run the kernel as the NPU compilers made it: a config declared refused
+# (Compile.expect) leaves them nothing to run.
+COMPILED_BACKENDS = ("hivm",)
+
 
 def _params(test):
     out = []
     for c in CASES:
         reason = XFAIL.get(f"{test}[{c.name}]")
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        if test == "test_matches_torch":
+            # --compare-backends: the two runs agree as each agrees with torch, at the case's tolerance
+            marks.append(pytest.mark.compare_tolerance(atol=c.atol, rtol=c.rtol))
+            if c.sim_error:
+                marks.append(pytest.mark.backend_specific("the run is refused on every backend, each reporting the "
+                                                          "kernel's bug in its own words: nothing returns to compare"))
         out.append(pytest.param(c, id=c.name, marks=marks))
     return out
+
+
+def expected_difference(case, backend):
+    """How the case on `backend` is known to differ from the simulator's run (a Differs), or None."""
+    declared = case.on_backend.get(backend)
+    if declared is not None or backend not in COMPILED_BACKENDS:
+        return declared
+    refused = next((c for c in case.compiles if c.expect != "accepted"), None)
+    if refused is None:
+        return None
+    kernel = f"{case.jit.__name__} (" + ", ".join(f"{k}={v}" for k, v in refused.constexprs.items()) + ")"
+    if refused.expect == "ub overflow":     # the NPU's 192 KiB of UB; the simulator runs a tile of any size
+        kind, what = "model difference", f"bishengir-compile refuses {kernel}: 'ub overflow'"
+    elif refused.expect == "cannot lower":
+        kind, what = "compiler refusal", f"{kernel} uses a form triton-ascend 3.2.0's adapter has no counterpart for"
+    else:
+        kind, what = "compiler refusal", f"the NPU compilers refuse {kernel}: '{refused.expect}'"
+    return Differs(kind, re.escape(refused.expect),
+                   f"{what}, the case's declared npu-compile verdict (docs/ascend.md): {backend} has nothing to run")
 
 
 def _in_rank(name, inputs):
@@ -67,28 +105,30 @@ def _compare(got, want, case, where="output"):
         assert torch.equal(got.to(want.dtype), want), f"{case.name} {where}: {got} != torch {want}"
 
 
-def run_on_simulator(case, seed=None):
-    """(inputs, (outputs, launches)) of the case on one simulated rank (the free schedule, or the
-    random one under `seed`); raises what the simulator reported."""
+def run_on_simulator(case, seed=None, backend="sim"):
+    """(inputs, (outputs, launches)) of the case on one rank of `backend` (the free schedule, or the
+    random one under `seed`); raises what the backend reported."""
     inputs = case.inputs()
     sched = {} if seed is None else dict(schedule="random", seed=seed)
-    res = triton_dist.launch(_in_rank, case.name, inputs, world_size=1, timeout=300, **sched)
+    res = triton_dist.launch(_in_rank, case.name, inputs, world_size=1, timeout=300, backend=backend, **sched)
     return inputs, res.values[0]
 
 
-def check_on_simulator(case):
-    """Runs the case as test_simulator does; raises AssertionError (or the simulator's error) on a
-    difference from torch or from the declared launches."""
-    if case.sim_error:
+def check_on_simulator(case, backend="sim"):
+    """Runs the case as test_matches_torch does on `backend`; raises AssertionError (or the backend's
+    error) on a difference from torch or from the declared launches."""
+    differs = case.on_backend.get(backend)
+    error = differs.shows if differs is not None and differs.kind == "reports the fault" else case.sim_error
+    if error:
         try:
-            run_on_simulator(case)
+            run_on_simulator(case, backend=backend)
         except triton_dist.RankError as e:
-            found = re.search(case.sim_error, str(e))
+            found = re.search(error, str(e), re.S)
             assert found, str(e)
             return found.group(0)
-        raise AssertionError(f"{case.name}: the simulator reported nothing; expected /{case.sim_error}/")
+        raise AssertionError(f"{case.name}: {backend} reported nothing; expected /{error}/")
     for seed in case.seeds or (None,):
-        inputs, (got, seen) = run_on_simulator(case, seed)
+        inputs, (got, seen) = run_on_simulator(case, seed, backend)
         where = "" if seed is None else f" (random schedule, seed {seed})"
         want = case.ref(**{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
         _compare(got, want, case, "output" + where)
@@ -135,13 +175,63 @@ def _without_block_pointers(case) -> bool:
     return case.block_pointers and block_pointers.removed()
 
 
-@pytest.mark.parametrize("case", _params("test_simulator"))
-def test_simulator(case):
+@pytest.mark.parametrize("case", _params("test_matches_torch"))
+def test_matches_torch(case, backend):
     if _without_block_pointers(case):
         with pytest.raises(triton_dist.RankError, match=BLOCK_POINTERS_GONE):
-            run_on_simulator(case)
+            run_on_simulator(case, backend=backend)
         return
-    check_on_simulator(case)
+    differs = expected_difference(case, backend)
+    if differs is None or differs.kind == "reports the fault":
+        check_on_simulator(case, backend)
+        return
+    try:
+        check_on_simulator(case, backend)
+    except (triton_dist.RankError, AssertionError) as e:
+        assert re.search(differs.shows, str(e), re.S), (
+            f"{case.name} on {backend}: expected its declared {differs.kind} (a report matching /{differs.shows}/), "
+            f"got another outcome:\n{e}")
+        pytest.xfail(f"{differs.kind}: {differs.why}")
+    declared = case.on_backend.get(backend)
+    where = (f"on_backend[{backend!r}] of the case in tests/ascend_corpus/{case.family}.py" if declared else
+             f"the refused Compile.expect of the case in tests/ascend_corpus/{case.family}.py (test_npu_compile "
+             f"says whether the compilers still refuse it)")
+    pytest.fail(f"{case.name} now matches torch on {backend!r}: its declared {differs.kind} ({differs.why}) is gone; "
+                f"remove {where}")
+
+
+def test_a_declared_difference_is_checked_both_ways(monkeypatch):
+    """on_backend on both sides, on the simulator: a declared difference that shows is an xfail with its
+    reason; another outcome is a failure naming both; a difference that is gone is a failure naming
+    the declaration to remove (the strict xfail)."""
+    case = BY_NAME["axpy_masked_tail"]
+    monkeypatch.setattr(case, "on_backend", {"sim": Differs("model difference", "differs from torch", "planted")})
+    monkeypatch.setattr(case, "ref", lambda x, y: x + y)          # not what the kernel computes (0.5 x + y)
+    with pytest.raises(pytest.xfail.Exception, match="model difference: planted"):
+        test_matches_torch(case, "sim")
+    monkeypatch.setattr(case, "on_backend", {"sim": Differs("backend gap", "a sync_block form", "planted")})
+    with pytest.raises(AssertionError, match=r"axpy_masked_tail on sim: expected its declared backend gap .* got "
+                                             r"another outcome:\s+axpy_masked_tail output differs from torch"):
+        test_matches_torch(case, "sim")
+    monkeypatch.undo()
+    monkeypatch.setattr(case, "on_backend", {"sim": Differs("backend gap", "a sync_block form", "planted")})
+    with pytest.raises(pytest.fail.Exception, match=r"now matches torch on 'sim'.* remove on_backend\['sim'\] of the "
+                                                    r"case in tests/ascend_corpus/elementwise.py"):
+        test_matches_torch(case, "sim")
+
+
+def test_the_backend_declarations_fit_their_cases():
+    """Each on_backend names a registered backend; 'reports the fault' only where the simulator reports one
+    (sim_error): elsewhere the case must match torch; a compile declared refused is not declared twice."""
+    from triton_dist import registry
+    names = registry.backend_names()
+    for c in CASES:
+        for backend, d in c.on_backend.items():
+            assert backend in names, f"{c.name}: on_backend names {backend!r}, not a backend ({names})"
+            assert d.kind != "reports the fault" or c.sim_error, f"{c.name}: 'reports the fault' without sim_error"
+            refused = [k.expect for k in c.compiles if k.expect != "accepted"]
+            assert not (refused and backend in COMPILED_BACKENDS), (
+                f"{c.name}: its compile is declared refused ({refused}), which already says what {backend} does")
 
 
 def _tools():

@@ -9,7 +9,9 @@ module lists its `CASES`.  A case is one kernel with
 - `ref(**inputs)`: the same computed by torch (the oracle), in the test process;
 - `compiles`: the launches as Triton specializes them (signature, constexprs) and the verdict
   the real NPU compilers (triton-ascend's adapter + bishengir-compile) are expected to give.
-  tests/test_ascend_corpus.py checks that these are the signatures the simulator saw launched.
+  tests/test_ascend_corpus.py checks that these are the signatures the simulator saw launched;
+- `on_backend`: where another backend (hivm: the compiled kernel run on this CPU) does not do what
+  the simulator does, and why (a `Differs` per backend).
 
 tests/test_ascend_corpus.py runs every case; scripts/corpus_table.py writes docs/corpus.md's table.
 """
@@ -39,6 +41,23 @@ class Compile:
     expect: str = "accepted"
 
 
+# How a backend other than the simulator may differ, as docs/ascend.md classifies each outcome.
+# "reports the fault": the simulator reports a bug of the kernel (sim_error) and the backend reports the
+# same bug in its own words (the NPU's): the case passes there.  The others are that backend's known
+# differences: the case is an xfail there, and a strict one (the test fails when the difference is gone).
+DIFFERENCE_KINDS = ("reports the fault", "compiler finding", "compiler refusal", "model difference", "backend gap")
+
+
+@dataclass(frozen=True)
+class Differs:
+    kind: str                         # one of DIFFERENCE_KINDS
+    shows: str                        # a regex the backend's report (the rank's error) must match
+    why: str                          # the cause, and where docs/ascend.md or a test pins it
+
+    def __post_init__(self):
+        assert self.kind in DIFFERENCE_KINDS, f"Differs.kind must be one of {DIFFERENCE_KINDS}, got {self.kind!r}"
+
+
 @dataclass
 class Case:
     name: str
@@ -57,6 +76,10 @@ class Case:
     seeds: tuple = ()
     # uses tl.make_block_ptr / tl.advance, which stock triton 3.9 removed (triton_dist/language/block_pointers.py)
     block_pointers: bool = False
+    # backend name -> Differs: where that backend's run is not the simulator's.  A config whose compile is
+    # declared refused (Compile.expect) needs no line: a backend that runs compiled kernels (hivm) has
+    # nothing to run there, and tests/test_ascend_corpus.py expects that refusal.
+    on_backend: dict = field(default_factory=dict)
     family: str = ""
 
     @property

@@ -5,7 +5,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.cann.extension as extension
 
-from . import Case, Compile, EXACT, FP32, FP32_MATH, SGL, TA, gen, randn
+from . import Case, Compile, Differs, EXACT, FP32, FP32_MATH, SGL, TA, gen, randn
 
 
 # style: triton-lang/triton-ascend third_party/ascend/tutorials/01-vector-add.py
@@ -152,7 +152,11 @@ CASES = [
          [Compile({"out_ptr": "*fp32", "in_ptr": "*fp32", "numel": "i32"}, {"XS": 1024}),
           Compile({"out_ptr": "*fp32", "in_ptr": "*fp32", "numel": "i32"}, {"XS": 1536})],
          sim_error=r"autotuned kernel exp_unmasked_kernel, configs\[1\] \(XS=1536\): .*load of float32 at offset "
-                   r"16384 of tensor argument 'in_ptr' of exp_unmasked_kernel is out of bounds"),
+                   r"16384 of tensor argument 'in_ptr' of exp_unmasked_kernel is out of bounds",
+         # compiled, the same load reads past the buffer as the NPU's MTE fault
+         on_backend={"hivm": Differs("reports the fault", r"configs\[1\] \(XS=1536\): .*The DDR address of the MTE "
+                                     r"instruction is out of range.*reads argument 'in_ptr'",
+                                     "the compiled load of the last block leaves in_ptr, as on the NPU")}),
     Case("quant_int8_saturate", SGL + "python/sgl_kernel_npu/sgl_kernel_npu/norm/add_rmsnorm_bias.py",
          quant_int8_kernel, _quant_inputs, _quant_run,
          lambda x, scale: (x * scale).clamp(-128, 127).to(torch.int8),
