@@ -31,7 +31,7 @@ from triton.runtime.interpreter import TensorHandle, _get_np_dtype
 
 from triton_dist.errors import TritonDistError
 
-from . import access, context, core_split, memory
+from . import access, context, core_split, memory, primitives
 from .tile_slices import int_of
 
 SYNC_MODES = ("all_cube", "all_vector", "all", "all_sub_vector")
@@ -93,6 +93,16 @@ def sync_block_all(self, mode, event_id):
     _drain_pipes(c, rt)
     parties = nblocks * (1 if kind == core_split.CUBE else s.block.nvec)
     rt.core_barrier(c, mode, parties, f"the {parties} {kind} cores of rank {rt.rank} (sync_block_all({mode!r}))")
+
+
+def _sync_block_all_primitive(rt, mode, event_id):
+    """sync_block_all as a device-library call, for a kernel backend that runs the compiled kernel
+    (backend hivm: the module's INTER_BLOCK_SYNCHRONIZATION set/wait pair), which reaches the
+    simulator through triton_dist.backend's device_call only: the same barrier as above."""
+    sync_block_all(None, mode, event_id)
+
+
+primitives.primitive("sync_block_all")(_sync_block_all_primitive)
 
 
 def _drain_pipes(c, rt) -> None:

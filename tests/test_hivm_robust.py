@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 import triton_dist
+from triton.language.extra.cann import extension  # noqa: E402 - after triton_dist installs it
 
 
 def _missing():
@@ -100,3 +101,52 @@ def test_a_failed_template_call_inside_a_while_loop_ends_the_launch_with_it():
     msg = str(info.value)
     assert "PlantedFault" in msg and "planted: the tile load failed" in msg and "timed out" not in msg
     assert "kernel sum_until, block 0 on rank 0 core 0" in msg and "the failing call: load_gm_to_ubuf_1d_float" in msg
+
+
+# -- sync_block_all across blocks (rewrite.blocks_sync, runner._sync_all, waits.calls_library) --------
+
+# style: triton-lang/triton-ascend third_party/ascend/unittest/pytest_ut/test_sync_block_all.py
+@triton.jit
+def two_phases(x_ptr, ws_ptr, out_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    # phase 1: each block doubles its tile into the workspace; phase 2: it reads the next block's
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    tl.store(ws_ptr + pid * BLOCK + offs, tl.load(x_ptr + pid * BLOCK + offs) * 2.0)
+    extension.sync_block_all(MODE, 3)
+    nxt = (pid + 1) % tl.num_programs(0)
+    tl.store(out_ptr + pid * BLOCK + offs, tl.load(ws_ptr + nxt * BLOCK + offs) + 1.0)
+
+
+def _two_phases(n, mode):
+    block = 32
+    x = torch.randn(n * block, generator=torch.Generator().manual_seed(n))
+    ws, out = torch.zeros(n * block), torch.zeros(n * block)
+    two_phases[(n,)](x, ws, out, MODE=mode, BLOCK=block)
+    return torch.equal(out, (x.view(n, block).roll(-1, 0) * 2.0 + 1.0).flatten())      # torch's answer
+
+
+@pytest.fixture
+def four_cores(monkeypatch):
+    """4 vector cores (the ranks are forked: they inherit it), the stall watchdog quick."""
+    monkeypatch.setenv("TRITON_DIST_SIM_CORES", "2:4")
+    monkeypatch.delenv("TRITON_ALL_BLOCKS_PARALLEL", raising=False)
+    from triton_dist.sim import watchdog
+    monkeypatch.setattr(watchdog, "STALL_SECONDS", 0.5)
+
+
+@pytest.mark.parametrize("mode", ["all", "all_vector"])
+def test_sync_block_all_across_blocks_runs_compiled_and_agrees_with_torch_and_the_simulator(four_cores, mode):
+    for backend in ("sim", "hivm"):
+        assert triton_dist.launch(_two_phases, 4, mode, world_size=1, backend=backend).values == [True], backend
+
+
+def test_sync_block_all_with_more_blocks_than_cores_is_reported_as_the_simulator_reports_it(four_cores):
+    reports = {}
+    for backend in ("sim", "hivm"):
+        with pytest.raises(triton_dist.DeadlockError) as info:
+            triton_dist.launch(_two_phases, 5, "all", world_size=1, backend=backend)
+        reports[backend] = msg = str(info.value)
+        assert "timed out" not in msg
+        assert "grid of 5 programs on 4 vector cores: programs 0-3 wait; program 4 waits to be dispatched" in msg
+        assert "triton-ascend #1738 \"ext.sync_block_all causes device deadlock\"" in msg
+    assert reports["sim"].split("\n")[0] == reports["hivm"].split("\n")[0]

@@ -21,6 +21,8 @@ get_sub_block_idx, pointer_cast or hivm.hir.custom.  So, before the passes:
   memory.gm_scalar_fault), which re-checks against every live buffer and reports the fault; a
   faulting access is skipped (a load yields 0), so the block ends and reports instead of
   touching the address;
+- `extension.sync_block_all`'s set/wait pair across blocks becomes `__hivm_sync_block_all(core, flag)`
+  (`blocks_sync`), a barrier of the launch's cores in the simulator;
 - each `scf.while` condition is and-ed with `__hivm_running()` (`loop_aborts`): a failed call of
   the block returns zeros into native code, and a loop waiting on them ends once the launch has
   failed instead of spinning (runner.py defines the function: a volatile load of its abort word).
@@ -131,8 +133,35 @@ def _type_of(text: str, value: str, before: int) -> str:
     return defs[-1].group(1)
 
 
+# sync_block_all across blocks: triton-ascend's extension.sync_block_all(mode, id) reaches the module
+# as a set/wait pair of one flag with INTER_BLOCK_SYNCHRONIZATION on the set (measured with the 3.2.0
+# compilers: <VECTOR> for "all" and "all_vector", <CUBE> for "all_cube"); on the NPU the pair waits for
+# the flag set by every core of that kind in the launch (FFTS cross-core sync; inferred from the mode's
+# name and AscendNPU-IR's HIVMDecomposeOp.cpp:541-596, which lowers sync_block to it).  Here the pair is
+# one call, `__hivm_sync_block_all(core, flag)`, which the runner makes the simulator's barrier.
+_SYNC_ALL = re.compile(r"^(\s*)hivm\.hir\.sync_block_set\[<(CUBE|VECTOR)>, <\w+>, <\w+>\] flag = (\d+)"
+                       r" ffts_base_addr = %[\w.]+ sync_instr_mode = <INTER_BLOCK_SYNCHRONIZATION>\s*\n"
+                       r"\s*hivm\.hir\.sync_block_wait\[<\2>, <\w+>, <\w+>\] flag = \3\s*$", re.M)
+SYNC_ALL_FN = "__hivm_sync_block_all"
+
+
+def blocks_sync(text: str) -> str:
+    n = [0]
+
+    def rep(m):
+        n[0] += 1
+        ind, c = m.group(1), f"%__hivm_sa{n[0]}"
+        return (f"{ind}{c}_c = arith.constant {int(m.group(2) == 'VECTOR')} : i64\n"
+                f"{ind}{c}_f = arith.constant {m.group(3)} : i64\n"
+                f"{ind}func.call @{SYNC_ALL_FN}({c}_c, {c}_f) : (i64, i64) -> ()")
+
+    text = _SYNC_ALL.sub(rep, text)
+    return _insert_decls(text, {f"  func.func private @{SYNC_ALL_FN}(i64, i64)"} if n[0] else ())
+
+
 def cross_core_flags(text: str) -> str:
     text = re.sub(r"^\s*hivm\.hir\.set_ffts_base_addr %[\w.]+\s*\n", "", text, flags=re.M)
+    text = blocks_sync(text)
     n = [0]
 
     def rep(m):

@@ -90,6 +90,18 @@ def _sync_wait(core, flag):
     s.flags.wait("vector" if core else "cube", int(flag), s.sub_block, s)
 
 
+def _sync_all(core, flag):
+    """extension.sync_block_all across the launch's blocks (rewrite.blocks_sync): the simulator's barrier of
+    the launch's cores, through the backend interface (sim/cann_device.py sync_block_all, which reports a
+    launch of more blocks than cores as the NPU's deadlock, triton-ascend #1738)."""
+    s = M.state()
+    if s.flags is not None:
+        raise Unsupported(f"kernel {s.kernel}: sync_block_all in a mix kernel (cube and vector halves): the hivm "
+                          f"backend runs it across blocks only in a kernel of one core type; run it on the simulator")
+    from triton_dist import backend
+    backend.active().device_call("sync_block_all", "all_vector" if core else "all_cube", int(flag))
+
+
 _BLOCK_FNS = {"__hivm_block_idx": lambda s: s.block, "__hivm_block_num": lambda s: s.blocks,
               "__hivm_sub_block_idx": lambda s: s.sub_block, "__hivm_sub_block_num": lambda s: s.sub_blocks}
 
@@ -124,6 +136,8 @@ class Native:
                 fn = _space_base(name[len("__hivm_space_base_"):])
             elif name in ("__hivm_sync_block_set", "__hivm_sync_block_wait"):
                 fn = _sync_set if name.endswith("set") else _sync_wait
+            elif name == rewrite.SYNC_ALL_FN:
+                fn = _sync_all
             elif name == "__hivm_gm_fault":       # a scalar gm access the native table did not place
                 fn = M.gm_scalar_fault
             elif name.rsplit("_", 1)[0] in _BLOCK_FNS:

@@ -1,7 +1,8 @@
 """Whether a compiled kernel's programs can wait for one another.
 
 A program waits for another only through the device library (an aclshmem wait, barrier or
-signal: the module calls a `_mlir_ciface_aclshmem*` wrapper) or by polling memory in a loop
+signal: the module calls a `_mlir_ciface_aclshmem*` wrapper), in extension.sync_block_all
+(`__hivm_sync_block_all`, rewrite.blocks_sync) or by polling memory in a loop
 that ends when another program writes it, which in Triton source is a `while` loop (a `for`
 loop runs its iterations whatever it reads, and Triton has no `break`).  A kernel with neither,
 and no cross-core flags (a mix kernel's halves wait for each other: runner.BlockFlags), has
@@ -25,14 +26,15 @@ import inspect
 import textwrap
 import types
 
-from . import jit
+from . import jit, rewrite
 
 LIBRARY_PREFIX = "_mlir_ciface_aclshmem"
 
 
 def calls_library(ll: str) -> bool:
-    """Whether the module declares any aclshmem wrapper (dl ops, libshmem_device calls)."""
-    return any(name.startswith(LIBRARY_PREFIX) for name in jit.declarations(ll))
+    """Whether the module declares any aclshmem wrapper (dl ops, libshmem_device calls) or meets the other
+    blocks in extension.sync_block_all (rewrite.blocks_sync: a barrier that needs every block resident)."""
+    return any(name.startswith(LIBRARY_PREFIX) or name == rewrite.SYNC_ALL_FN for name in jit.declarations(ll))
 
 
 def _function(obj):
