@@ -34,6 +34,7 @@ from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
 
 from triton_dist.kernels import _common as C
+from triton_dist.kernels import _cross_core as XC
 
 # program instances per launch (an NPU has 20-24 AI cores; producers and consumers wait for
 # each other, so a launch must fit the cores: the simulator models them, sim/device.py)
@@ -59,6 +60,24 @@ def _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM: tl.constexpr, BN:
         a_ptrs += BK
         b_ptrs += BK * N
     return acc
+
+
+@triton.jit
+def _cube_then_vector():
+    """On an NPU, what the cube half did before (a tl.dot result stored) happens before what the
+    vector half does after (its copy of shm.fence()/dl.notify): _cross_core.py says why and cites."""
+    if XC.HAS_CROSS_CORE_FLAGS:
+        XC.al.sync_block_set("cube", "vector", XC.CUBE_TO_VECTOR)
+        XC.al.sync_block_wait("cube", "vector", XC.CUBE_TO_VECTOR)
+
+
+@triton.jit
+def _vector_then_cube():
+    """On an NPU, what the vector half did before (dl.wait returned; a notify sent) happens before
+    what the cube half does after (the loads feeding a tl.dot; its next store)."""
+    if XC.HAS_CROSS_CORE_FLAGS:
+        XC.al.sync_block_set("vector", "cube", XC.VECTOR_TO_CUBE)
+        XC.al.sync_block_wait("vector", "cube", XC.VECTOR_TO_CUBE)
 
 
 @triton.jit
@@ -109,6 +128,9 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
                 base = a + t * BM * K
             else:
                 tok = dl.wait(sig + pid_m * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
+                # on an NPU the wait blocks in the vector half and the loads feeding the dot are the cube
+                # half's; nothing else orders them (_cross_core.py): the cube waits for the vector's wait
+                _vector_then_cube()
                 base = dl.consume_token(ws + (src * m + t * BM) * K, tok)
             rn = n0 + tl.arange(0, BN)
             a_ptrs = base + rm[:, None] * K + rk[None, :]
@@ -118,6 +140,7 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             acc = _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM, BN, BK, UPCAST, PREC)
             optr = out + (src * m + t * BM + rm[:, None]) * N + rn[None, :]
             tl.store(optr, acc.to(out.dtype.element_ty), mask=(rm[:, None] < rows) & (rn[None, :] < N))
+            _cube_then_vector()     # the vector waits for the cube's tile: a flag holds 15 sets at most
 
 
 @triton.jit(**C.ONE_COMPILE_FOR_EVERY_EPOCH)
@@ -147,9 +170,13 @@ def _gemm_rs_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             remote = dl.symm_at(ws, dst)
             tl.store(remote + (me * m + t * BM + rm[:, None]) * N + rn[None, :], acc.to(ws.dtype.element_ty),
                      mask=(rm[:, None] < rows) & (rn[None, :] < N))
+            # on an NPU the store above is the cube half's, the fence and the notify run in the vector half
+            # too, and the compiler orders nothing between them (_cross_core.py): the vector waits for it
+            _cube_then_vector()
             shm.fence()                           # the tile is in dst's memory before its signal
             dl.notify(sig + (me * per_dst + t * TN + tn) * shm.SIGNAL_SLOT_STRIDE_INT32, dst, signal=epoch,
                       sig_op="set")
+            _vector_then_cube()   # and the cube waits for the signal: a flag holds 15 sets at most
     else:
         # ---- consumer: reduce my chunk's tiles as they come, in production order (rank me-1
         # first, my own last), in fp32
