@@ -44,6 +44,13 @@ def _count_to(idx):
     return out.tolist()
 
 
+def _line(fn, text):
+    """file:line of the first source line of jit function `fn` containing `text`."""
+    import inspect
+    src, first = inspect.getsourcelines(fn.fn)
+    return f"test_hivm_robust.py:{first + next(i for i, ln in enumerate(src) if text in ln)}"
+
+
 def _launch(fn, *args):
     return triton_dist.launch(fn, *args, world_size=1, backend="hivm")
 
@@ -55,7 +62,7 @@ def test_a_fault_inside_a_while_loop_ends_the_launch_with_the_fault():
     msg = str(info.value)
     assert "LaunchTimeout" not in type(info.value).__name__ and "timed out" not in msg
     assert "out-of-range scalar GM access" in msg and "argument 'x_ptr' (float32[8]): bytes 160..164" in msg
-    assert "test_hivm_robust.py:34 (tl.load)" in msg and "[on rank 0 core " in msg
+    assert f"{_line(count_to, 'acc += tl.load')} (tl.load)" in msg and "[on rank 0 core " in msg
 
 
 @triton.jit
@@ -150,3 +157,41 @@ def test_sync_block_all_with_more_blocks_than_cores_is_reported_as_the_simulator
         assert "grid of 5 programs on 4 vector cores: programs 0-3 wait; program 4 waits to be dispatched" in msg
         assert "triton-ascend #1738 \"ext.sync_block_all causes device deadlock\"" in msg
     assert reports["sim"].split("\n")[0] == reports["hivm"].split("\n")[0]
+
+
+# -- the fault message's source lines: only the branch the constexprs select (runner._accesses) ---------
+
+@triton.jit
+def pick(idx_ptr, x_ptr, out_ptr, n, MASKED: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    idx = tl.load(idx_ptr + offs)
+    if MASKED:
+        v = tl.load(x_ptr + idx, mask=idx < n, other=-1.0)
+    else:
+        v = tl.load(x_ptr + idx)
+    tl.store(out_ptr + offs, v)
+
+
+def _pick(masked, last):
+    x = torch.arange(40, dtype=torch.float32)
+    idx = torch.arange(16, dtype=torch.int32) * 2
+    idx[15] = last
+    out = torch.zeros(16)
+    pick[(1,)](idx, x, out, 40, MASKED=masked, BLOCK=16)
+    return torch.equal(out, torch.where(idx < 40, x[idx.clamp(max=39).long()], torch.tensor(-1.0)))
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_faults_source_lines_are_those_of_the_branch_the_constexprs_take(masked):
+    masked_line, plain_line = _line(pick, "mask=idx < n"), _line(pick, "v = tl.load(x_ptr + idx)\n")
+    assert _launch(_pick, masked, 39).values == [True]          # in range: torch's gather
+    with pytest.raises(Exception) as info:
+        _launch(_pick, masked, 41)                              # one lane past x (masked off when MASKED)
+    msg = str(info.value)
+    assert "argument 'x_ptr' (float32[40]): bytes 164..168" in msg
+    if masked:      # the #2332 class: the masked-off lane is still read, and the message says so
+        assert f"Source: {masked_line} (tl.load, masked by `idx < n`: the source keeps this lane off" in msg
+        assert plain_line not in msg
+    else:           # the load the kernel runs is unmasked: no mask is blamed, the dead branch is not listed
+        assert f"Source: {plain_line} (tl.load). " in msg
+        assert "masked by" not in msg and masked_line not in msg

@@ -258,6 +258,7 @@ class LaunchArgs:
                     values.append(int(v) if kind.startswith("i") else float(v))
         self.values = values
         self._sources = None
+        self._args, self._signature = args, signature
         native.reset()
         if native.gm_table:
             M.fill_gm_table(native.gm_table, rewrite.GM_TABLE_SLOTS, self.buffers)
@@ -265,7 +266,9 @@ class LaunchArgs:
     def source_lines(self, arg: str) -> str:
         """' The source reads/writes ARG at file:line (masked: ...)' for fault messages."""
         if self._sources is None:
-            self._sources = _accesses(self.fn)
+            consts = {k: getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
+                      for k, v in self._args.items() if k not in self._signature}
+            self._sources = _accesses(self.fn, consts)
         found = [s for s in self._sources if not arg or arg in s[2]]
         if not found:
             return ""
@@ -519,8 +522,34 @@ class BlockFlags:
             self.cv.notify_all()
 
 
-def _accesses(fn):
-    """(file:line, 'tl.load'|'tl.store', names in the pointer expression, mask text) of the kernel's accesses."""
+def _taken(test, consts):
+    """The value of an `if` test that only names constexpr arguments (the branch the specialised
+    kernel keeps: Triton folds such an `if` while compiling), else None (both branches may run)."""
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if not names or not names <= set(consts) or any(isinstance(n, ast.Call) for n in ast.walk(test)):
+        return None
+    try:
+        return bool(eval(compile(ast.Expression(test), "<test>", "eval"), {"__builtins__": {}}, dict(consts)))
+    except Exception:  # noqa: BLE001 - a test it cannot evaluate keeps both branches
+        return None
+
+
+def _nodes(node, consts):
+    """The AST nodes under `node`, leaving out the branch of an `if` on constexprs that is not taken."""
+    yield node
+    if isinstance(node, ast.If):
+        taken = _taken(node.test, consts)
+        if taken is not None:
+            for child in (node.body if taken else node.orelse):
+                yield from _nodes(child, consts)
+            return
+    for child in ast.iter_child_nodes(node):
+        yield from _nodes(child, consts)
+
+
+def _accesses(fn, consts=None):
+    """(file:line, 'tl.load'|'tl.store', names in the pointer expression, mask text) of the kernel's
+    accesses in the branches its constexpr arguments `consts` select."""
     fn = getattr(fn, "fn", fn)
     try:
         src, first = inspect.getsourcelines(fn)
@@ -529,7 +558,7 @@ def _accesses(fn):
         return []
     where = os.path.basename(inspect.getsourcefile(fn) or "?")
     out = []
-    for node in ast.walk(tree):
+    for node in _nodes(tree, consts or {}):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("load", "store"):
             if not node.args:
                 continue
