@@ -5,7 +5,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.cann.extension as extension
 
-from . import Case, Compile, Differs, EXACT, FP32_MATH, TA, randn
+from . import Case, Compile, EXACT, FP32_MATH, TA, randn
 
 pipe = extension.PIPE          # a module-level global of an extension enum, as triton-ascend's tests write it
 
@@ -112,11 +112,6 @@ def _swap_ref(a, b):
     return torch.cat([e[h:], e[:h]])
 
 
-SYNC_BLOCK_ALL_GAP = Differs("backend gap",
-                             r"a sync_block form the CPU run does not handle: .*INTER_BLOCK_SYNCHRONIZATION",
-                             "sync_block_all across blocks: the hivm backend does not run the compiled module's "
-                             "inter-block hivm.hir.sync_block_set yet (backend_ascend/cpu_run/rewrite.py refuses it)")
-
 CASES = [
     Case("matmul_exp_sync_block", TA + "third_party/ascend/unittest/pytest_ut/test_sync_block.py",
          matmul_exp_sync_kernel, lambda: dict(a=randn((4, 4), 71), b=randn((4, 4), 72)), _mes_run,
@@ -133,11 +128,10 @@ CASES = [
     Case("sync_block_all_vector", TA + "third_party/ascend/unittest/pytest_ut/test_sync_block_all.py",
          neighbour_after_barrier_kernel, lambda: dict(n=6, mode="all_vector", event=9), _nb_run, _nb_ref,
          [Compile({"slots": "*i32", "out": "*i32"}, {"MODE": "all_vector", "EVENT": 9})],
-         seeds=tuple(range(4)), on_backend={"hivm": SYNC_BLOCK_ALL_GAP}, **EXACT),
+         seeds=tuple(range(4)), **EXACT),
     Case("sync_block_all_all", TA + "third_party/ascend/unittest/pytest_ut/test_sync_block_all.py",
          neighbour_after_barrier_kernel, lambda: dict(n=4, mode="all", event=10), _nb_run, _nb_ref,
-         [Compile({"slots": "*i32", "out": "*i32"}, {"MODE": "all", "EVENT": 10})], seeds=tuple(range(4)),
-         on_backend={"hivm": SYNC_BLOCK_ALL_GAP}, **EXACT),
+         [Compile({"slots": "*i32", "out": "*i32"}, {"MODE": "all", "EVENT": 10})], seeds=tuple(range(4)), **EXACT),
     Case("sync_block_all_sub_vector", TA + "third_party/ascend/unittest/pytest_ut/test_sync_block_all.py",
          sub_vector_swap_kernel, lambda: dict(a=randn((4, 8), 75), b=randn((8, 16), 76)), _swap_run, _swap_ref,
          [Compile({"A_ptr": "*fp32", "B_ptr": "*fp32", "WS_ptr": "*fp32", "C_ptr": "*fp32"},

@@ -4,7 +4,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.cann.extension as al
 
-from . import BF16, Case, Compile, FP32_MATH, SGL, TA, VA, randn
+from . import BF16, Case, Compile, FP32_MATH, SGL, TA, VA, gen, randn
 
 BF = torch.bfloat16
 
@@ -63,7 +63,8 @@ def layer_norm_fwd_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl
 
 
 def _ln_inputs():
-    return dict(x=(-2.3 + 0.5 * randn((6, 200), 21)).to(BF), w=torch.rand(200).to(BF), b=torch.rand(200).to(BF))
+    return dict(x=(-2.3 + 0.5 * randn((6, 200), 21)).to(BF), w=torch.rand(200, generator=gen(22)).to(BF),
+                b=torch.rand(200, generator=gen(23)).to(BF))
 
 
 def _ln_run(x, w, b):
