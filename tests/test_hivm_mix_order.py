@@ -217,6 +217,87 @@ def test_the_ci_subset_mix_kernels_on_each_backend(backend):
     assert values == [(True, True)] * 2, values
 
 
+# the kernel library's gemm_rs (triton_dist/kernels/gemm.py): a tl.dot tile stored into the peer's workspace,
+# then fence + notify, ordered by the cross-core flags of kernels/_cross_core.py.  Oracle: torch (the sum over
+# ranks of a_r @ b_r, this rank's rows); small shapes, 16x16 tiles, several tiles per producer program
+def _library_gemm_rs(dtype, old_form=None):
+    from triton_dist import kernels
+    from triton_dist.kernels import gemm as G
+    if old_form is not None:        # the buggy twin: the library's kernel as it was, without the flags
+        G._gemm_rs_kernel = old_form()
+    r, w = triton_dist.rank(), triton_dist.world_size()
+    m, k, n = 20, 24, 40
+    ins = [(torch.randn(w * m, k, generator=torch.Generator().manual_seed(s)),
+            torch.randn(k, n, generator=torch.Generator().manual_seed(100 + s))) for s in range(w)]
+    ins = [(a.to(dtype), b.to(dtype)) for a, b in ins]
+    c = kernels.gemm_rs(*ins[r], block_m=16, block_n=16, block_k=16)
+    want = sum(a.double() @ b.double() for a, b in ins)[r * m:(r + 1) * m]
+    kernels.free_workspaces()
+    return (c.double() - want).abs().max().item() / want.abs().max().item()
+
+
+@pytest.mark.parametrize("world,dtype", [(1, torch.float32), (2, torch.float32), (3, torch.float32),
+                                         (4, torch.float32), (2, torch.bfloat16)])
+def test_the_librarys_gemm_rs_agrees_with_torch_on_each_backend(backend, monkeypatch, world, dtype):
+    # bf16: the compiler adds flags of its own (the vector upcasts the operands for the cube), which the
+    # library's ids must not share; fp32 at 1-4 ranks; on hivm in the default order 'check' (no MixOrderHazard)
+    monkeypatch.delenv("TRITON_DIST_HIVM_MIX_ORDER", raising=False)
+    values = triton_dist.launch(_library_gemm_rs, dtype, world_size=world, backend=backend, timeout=300).values
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert all(err < tol for err in values), values
+
+
+def _old_gemm_rs_kernel(tmp):
+    """The library's _gemm_rs_kernel without its cross-core flags (the form before them), as a module in
+    `tmp` with the library module's names, so the report names its own lines."""
+    import importlib.util
+    from triton_dist.kernels import gemm as G
+    src = inspect.getsource(G._gemm_rs_kernel.fn)
+    lines = [line for line in src.splitlines() if "_cube_then_vector()" not in line and "_vector_then_cube()" not in line]
+    assert len(lines) == len(src.splitlines()) - 2, "the library kernel's flag calls moved: update this twin"
+    path = tmp / "old_gemm_rs.py"
+    path.write_text("from triton_dist.kernels.gemm import *  # noqa\n"
+                    "from triton_dist.kernels.gemm import C, _grouped, _tile_matmul  # noqa\n\n" + "\n".join(lines) + "\n")
+    spec = importlib.util.spec_from_file_location("old_gemm_rs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod._gemm_rs_kernel, path
+
+
+def test_the_librarys_gemm_rs_without_its_flags_is_reported(monkeypatch, tmp_path):
+    # the buggy twin: the same kernel without the flags, on two ranks in the default order
+    monkeypatch.delenv("TRITON_DIST_HIVM_MIX_ORDER", raising=False)
+    old, path = _old_gemm_rs_kernel(tmp_path)
+    with pytest.raises(triton_dist.RankError) as e:
+        triton_dist.launch(_library_gemm_rs, torch.float32, lambda: old, world_size=2, backend="hivm", timeout=300)
+    msg = str(e.value)
+    notify = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if "dl.notify(" in line)
+    assert "MixOrderHazard" in msg and f"dl.notify at old_gemm_rs.py:{notify}" in msg, msg
+    assert "fixpipe_" in msg and "argument 'ws'" in msg, msg
+
+
+def test_the_librarys_gemm_rs_module_holds_its_flags_around_the_cube_store():
+    # the compiler's own output is the oracle: in the bf16 module the cube sets flag 15 after its fixpipe into
+    # the peer and waits for flag 14, the vector waits for 15 before its notify and sets 14 after it, and none
+    # of the compiler's own cross-core flags (attributes: flag = N) uses 14 or 15
+    import re
+    from triton_dist.backend_ascend.cpu_run import stages, stages_ir
+    from triton_dist.kernels import gemm as G
+    sig = dict(a="*bf16", b="*bf16", ws="*bf16", sig="*i32", out="*bf16", m="i32", N="i32", K="i32", T="i32",
+               epoch="i32")
+    _, text = stages_ir.compiled_ir(G._gemm_rs_kernel, sig, dict(NP=2, BM=16, BN=16, BK=16, UPCAST=True,
+                                                                 PREC="ieee", GM=1), after=stages.FINAL)
+    aic = text[text.index("_mix_aic("):text.index("func.func private", text.index("_mix_aic("))]
+    aiv = text[text.index("_mix_aiv("):]
+    ours = "sync_block_set[<CUBE>, <PIPE_FIX>, <PIPE_MTE2>] flag = %c15_i64"
+    assert aic.index("fixpipe_") < aic.index(ours) < aic.index("sync_block_wait[<CUBE>, <PIPE_MTE3>, <PIPE_MTE2>] "
+                                                                   "flag = %c14_i64"), aic
+    assert (aiv.index("flag = %c15_i64") < aiv.index("aclshmemx_signal_op.vector")
+            < aiv.index("sync_block_set[<VECTOR>, <PIPE_MTE3>, <PIPE_MTE2>] flag = %c14_i64")), aiv
+    compilers = [int(x) for x in re.findall(r"hivm\.hir\.sync_block_(?:set|wait)\[[^]]*\] flag = (\d+)", text)]
+    assert compilers and not {14, 15} & set(compilers), compilers     # it adds flags here, none of ours
+
+
 def test_each_vector_core_notifying_after_its_own_half_is_reported(monkeypatch):
     # the compiler's 1:2 vector split: each vector core stores half the tile (get_sub_block_idx) and holds
     # its own fence + notify; a peer released by one core's notify may read the other core's half stale
