@@ -195,3 +195,40 @@ def test_a_faults_source_lines_are_those_of_the_branch_the_constexprs_take(maske
     else:           # the load the kernel runs is unmasked: no mask is blamed, the dead branch is not listed
         assert f"Source: {plain_line} (tl.load). " in msg
         assert "masked by" not in msg and masked_line not in msg
+
+
+# -- tl.device_print on hivm: the template library's print functions (device_print.py) ----------------
+
+@triton.jit
+def show(x_ptr, y_ptr, n):
+    offs = tl.arange(0, 4)
+    tl.device_print("x", tl.load(x_ptr + offs))
+    tl.device_print("n", n)
+    tl.device_print("n hex", n, hex=True)
+    tl.device_print("y", tl.load(y_ptr + tl.arange(0, 2)[:, None] * 3 + tl.arange(0, 4)[None, :] % 3))
+
+
+def _show():
+    import contextlib
+    import io
+    x = torch.tensor([0.5, -1.25, 3.0, 0.1])
+    y = torch.arange(6, dtype=torch.int32).reshape(2, 3) - 2
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        show[(1,)](x, y, -7)
+    return buf.getvalue(), x.tolist(), y.tolist()
+
+
+def test_device_print_runs_compiled_and_prints_the_values_in_the_templates_format():
+    (text, x, y), = triton_dist.launch(_show, world_size=1, backend="hivm").values
+    lines = text.splitlines()
+    # Debug.cpp: the prefix on its own line, then the values with printf's %f / %d / %X, a row per line
+    # of a 2-D tile; the expected text is made here from torch's values
+    row = ",".join("%f" % float(torch.tensor(v, dtype=torch.float32)) for v in x)
+    assert "[" + row + "]" in lines, text
+    assert "-7" in lines and "FFFFFFF9" in lines, text
+    cols = [0, 1, 2, 0]
+    assert "[[" + ",".join(str(y[0][c]) for c in cols) + "]," in lines, text
+    assert "[" + ",".join(str(y[1][c]) for c in cols) + "]]" in lines, text
+    for prefix in ("x", "n", "n hex", "y"):     # each value follows a line naming it
+        assert any(ln.strip().rstrip(":").strip() == prefix for ln in lines), (prefix, text)

@@ -95,6 +95,12 @@ def _drop_foreign_attrs(text: str) -> str:
     text = _ARG_ATTRS.sub(args, text)
     out = []
     for line in text.splitlines():
+        if line.lstrip().startswith("llvm.mlir.global") and line.rstrip().endswith("}") and " {" in line:
+            # a global's trailing attribute dict (a device_print prefix string: hivm.func_core_type)
+            head, _, body = line.rstrip()[:-1].rpartition(" {")
+            kept = [a.strip() for a in _split_top(body) if not re.match(r"\s*" + _FOREIGN + r"\.", a)]
+            out.append(head + (" {" + ", ".join(kept) + "}" if kept else ""))
+            continue
         if "attributes {" in line and re.search(_FOREIGN + r"\.", line):
             head, _, rest = line.partition("attributes {")
             body, close, tail = rest.rpartition("}")

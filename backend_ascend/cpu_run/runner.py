@@ -29,7 +29,7 @@ import numpy as np
 
 from triton_dist.errors import TritonDistError
 
-from . import jit, memory as M, mix_order, rewrite, shmem, templates, templates_extra, views
+from . import device_print, jit, memory as M, mix_order, rewrite, shmem, templates, templates_extra, views
 
 PREFIX = "_mlir_ciface_"
 LOCK_BYTES = 64
@@ -150,7 +150,7 @@ class Native:
                 fn = (shmem.handler(bare, params, (built.externs or {}).get(name[len(PREFIX):])
                                          or (built.externs or {}).get(bare))
                       or templates.handler(bare, params)
-                      or templates_extra.handler(bare, params))
+                      or templates_extra.handler(bare, params) or device_print.handler(bare, params))
                 if fn is None:
                     self.unknown.append(bare)
                     fn = _missing(bare)
