@@ -1,5 +1,6 @@
 """docs/corpus.md's table of the Ascend corpus (tests/ascend_corpus), measured: every case run on the simulator
-against torch and compiled by the real NPU compilers, as tests/test_ascend_corpus.py does.
+against torch, compiled by the real NPU compilers, and run as they compiled it on the `hivm` backend (on this CPU),
+as tests/test_ascend_corpus.py does (`--backend sim,hivm`).
 
     .venv/bin/python scripts/corpus_table.py            # prints the markdown table
     .venv/bin/python scripts/corpus_table.py --docs   # also writes it into docs/corpus.md between
@@ -8,7 +9,9 @@ against torch and compiled by the real NPU compilers, as tests/test_ascend_corpu
 A cell says what was measured, never what was expected: "matches torch", the simulator's own first
 line when it reports something, "accepted" / the compiler's refusal line / "cannot lower" (a form
 triton-ascend 3.2.0's adapter has no counterpart for), one per compiled config.  A cell that differs
-from the case's expectation (its torch oracle, its declared verdict) is marked **unexpected**.
+from the case's expectation (its torch oracle, its declared verdict) is marked **unexpected**.  The hivm
+cell: "matches torch", the fault it reports where the simulator reports one, or a known difference the
+case declares (Case.on_backend, or its compile declared refused) with the text the run showed.
 """
 from __future__ import annotations
 
@@ -44,6 +47,31 @@ def simulator_cell(case) -> str:
         return f"**unexpected**: {_first_line(str(e).replace('rank 0 raised ', ''))}"
     if case.sim_error:
         return f"reports, as it must: {_first_line(reported, 200)}"
+    return "matches torch" + (f" under {len(case.seeds)} seeds" if case.seeds else "")
+
+
+def hivm_cell(case) -> str:
+    import test_ascend_corpus as T
+    import triton_dist
+    from triton_dist import registry
+    missing = registry.backend_class("hivm").missing()
+    if missing:
+        return "skipped: " + _first_line("; ".join(missing), 60)
+    differs = T.expected_difference(case, "hivm")
+    try:
+        reported = T.check_on_simulator(case, "hivm")
+    except (AssertionError, triton_dist.RankError) as e:
+        text = str(e)
+        shown = re.search(differs.shows, text, re.S) if differs is not None else None
+        if shown and differs.kind != "reports the fault":
+            return f"{differs.kind}, as declared: {_first_line(shown.group(0), 150)}"
+        if " differs from torch" in text or " != torch" in text:
+            return "**unexpected**: differs from torch"
+        return f"**unexpected**: {_first_line(text.replace('rank 0 raised ', ''))}"
+    if differs is not None and differs.kind == "reports the fault":
+        return f"reports, as it must: {_first_line(reported, 200)}"
+    if differs is not None:
+        return f"**unexpected**: matches torch (declared: {differs.kind})"
     return "matches torch" + (f" under {len(case.seeds)} seeds" if case.seeds else "")
 
 
@@ -88,14 +116,16 @@ def table(only=None) -> tuple[str, dict]:
     from triton_dist.backend_ascend import toolchain
     tools = toolchain.find()
     rows = ["| kernel | family | written in the style of | simulator (world size 1) | npu-compile (triton-ascend 3.2.0 "
-            "adapter + bishengir-compile 1.2.0) |", "| --- | --- | --- | --- | --- |"]
-    counts = {"cases": 0, "sim ok": 0, "compile as declared": 0}
+            "adapter + bishengir-compile 1.2.0) | hivm: the compiled kernel on this CPU (world size 1) |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    counts = {"cases": 0, "sim ok": 0, "compile as declared": 0, "hivm matches": 0, "hivm as declared": 0}
     for case in all_cases():
         if only and case.name not in only:
             continue
         t0 = time.monotonic()
         sim = simulator_cell(case)
         comp = compile_cell(case, tools)
+        hivm = hivm_cell(case)
         for test in ("test_matches_torch", "test_npu_compile"):      # a known gap: say so, with the xfail's reason
             gap = T.XFAIL.get(f"{test}[{case.name}]")
             cell = sim if test == "test_matches_torch" else comp
@@ -105,8 +135,10 @@ def table(only=None) -> tuple[str, dict]:
         counts["cases"] += 1
         counts["sim ok"] += "**unexpected**" not in sim
         counts["compile as declared"] += "**unexpected**" not in comp and not comp.startswith("skipped")
+        counts["hivm matches"] += hivm.startswith(("matches torch", "reports, as it must"))
+        counts["hivm as declared"] += ", as declared: " in hivm
         repo, path = case.style.split(": ")
-        rows.append(f"| `{case.name}` | {case.family} | {repo} `{path}` | {sim} | {comp} |")
+        rows.append(f"| `{case.name}` | {case.family} | {repo} `{path}` | {sim} | {comp} | {hivm} |")
         print(f"[corpus] {case.name}: {time.monotonic() - t0:.1f} s", file=sys.stderr)
     return "\n".join(rows), counts
 
@@ -121,7 +153,9 @@ def main(argv=None) -> int:
     text, counts = table(set(args.cases) or None)
     import triton
     summary = (f"{counts['cases']} cases: {counts['sim ok']} as expected on the simulator, "
-               f"{counts['compile as declared']} with the declared npu-compile verdicts "
+               f"{counts['compile as declared']} with the declared npu-compile verdicts, "
+               f"{counts['hivm matches']} as the simulator on hivm and {counts['hivm as declared']} with its declared "
+               f"difference there "
                f"(measured by scripts/corpus_table.py on {time.strftime('%Y-%m-%d', time.gmtime())}, "
                f"triton {triton.__version__}).")
     print(text + "\n\n" + summary)

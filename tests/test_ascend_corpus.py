@@ -298,8 +298,9 @@ def test_the_readme_table_lists_every_case():
 
 
 def test_the_table_script_reports_what_it_measures(monkeypatch):
-    """scripts/corpus_table.py: a case as expected reads 'matches torch' / 'accepted'; the same case
-    with a wrong oracle, or declared to be refused, is marked unexpected (both sides of its check)."""
+    """scripts/corpus_table.py: a case as expected reads 'matches torch' / 'accepted' (and 'matches torch' on
+    hivm where it runs); the same case with a wrong oracle, or declared to be refused, is marked unexpected,
+    and a wrong result declared as a hivm difference reads as declared (both sides of each check)."""
     import os
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
@@ -307,11 +308,21 @@ def test_the_table_script_reports_what_it_measures(monkeypatch):
     from triton_dist.backend_ascend import toolchain
     case = BY_NAME["axpy_masked_tail"]
     assert corpus_table.simulator_cell(case) == "matches torch"
+    from triton_dist import registry
+    hivm = not registry.backend_class("hivm").missing()
+    if hivm:
+        assert corpus_table.hivm_cell(case) == "matches torch"
     tools = toolchain.find()
     if not tools.missing:
         assert corpus_table.compile_cell(case, tools) == "accepted"
         declared_refused = [dataclasses.replace(c, expect="ub overflow") for c in case.compiles]
         monkeypatch.setattr(case, "compiles", declared_refused)
         assert corpus_table.compile_cell(case, tools) == "**unexpected**: accepted"
+        if hivm:        # a refused compile leaves hivm nothing to run: the case ran, unexpectedly
+            assert corpus_table.hivm_cell(case) == "**unexpected**: matches torch (declared: model difference)"
     monkeypatch.setattr(case, "ref", lambda x, y: x + y)          # not what the kernel computes (0.5 x + y)
     assert corpus_table.simulator_cell(case) == "**unexpected**: differs from torch"
+    if hivm:
+        assert corpus_table.hivm_cell(case) == "**unexpected**: differs from torch"
+        monkeypatch.setattr(case, "on_backend", {"hivm": Differs("model difference", "differs from torch", "planted")})
+        assert corpus_table.hivm_cell(case) == "model difference, as declared: differs from torch"
