@@ -2,9 +2,9 @@
 template library's print functions, written to this process's stdout.
 
 The 3.2.0 compilers emit, per printed value, `print_scalar_<T>_<gm|ubuf>(prefix, len, value, hex)`
-or `print_<R>d_<T>_<gm|ubuf>(prefix, len, memref, hex)` (measured; AscendNPU-IR v1.2.0
+or `print_<R>d_<T>_<gm|ubuf>(prefix, len, memref, hex)` (measured; Ascend/AscendNPU-IR at 52f96a13,
 bishengir/lib/Template/include/Debug/DebugUtils.h:22-52 declares them, lib/Debug/Debug.cpp
-implements them).  What each prints, from Debug.cpp (print_core_prefix_fmt, print_scalar_core,
+implements them; read there, not at the v1.2.0 tag the other templates cite).  What each prints, from Debug.cpp (print_core_prefix_fmt, print_scalar_core,
 print_nd_core_recursive, check_1d_rank_and_print_bracket):
 
 - the `len` prefix characters, then a newline;
