@@ -159,6 +159,30 @@ def test_sync_block_all_with_more_blocks_than_cores_is_reported_as_the_simulator
     assert reports["sim"].split("\n")[0] == reports["hivm"].split("\n")[0]
 
 
+
+@triton.jit
+def dot_then_meet(a_ptr, c_ptr, MODE: tl.constexpr):
+    # a mix kernel (the dot on the cube, the add on the vector cores) meeting the other blocks
+    r = tl.arange(0, 16)
+    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
+    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, a))
+    extension.sync_block_all(MODE, 5)
+    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.load(c_ptr + r[:, None] * 16 + r[None, :]) + 1.0)
+
+
+def _dot_then_meet():
+    a = torch.randn(16, 16, generator=torch.Generator().manual_seed(0))
+    c = torch.zeros(16, 16)
+    dot_then_meet[(1,)](a, c, MODE="all_vector")
+    return torch.allclose(c, a @ a + 1.0, atol=1e-4)
+
+
+def test_sync_block_all_in_a_mix_kernel_is_refused_by_name_on_hivm_and_runs_on_the_simulator():
+    assert triton_dist.launch(_dot_then_meet, world_size=1, backend="sim").values == [True]
+    with pytest.raises(Exception, match=r"sync_block_all in a mix kernel \(cube and vector halves\): the hivm backend "
+                                        r"runs it across blocks only in a kernel of one core type"):
+        triton_dist.launch(_dot_then_meet, world_size=1, backend="hivm")
+
 # -- the fault message's source lines: only the branch the constexprs select (runner._accesses) ---------
 
 @triton.jit
