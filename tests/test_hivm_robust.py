@@ -108,6 +108,7 @@ def test_a_failed_template_call_inside_a_while_loop_ends_the_launch_with_it():
     msg = str(info.value)
     assert "PlantedFault" in msg and "planted: the tile load failed" in msg and "timed out" not in msg
     assert "kernel sum_until, block 0 on rank 0 core 0" in msg and "the failing call: load_gm_to_ubuf_1d_float" in msg
+    assert f"Source: {_line(sum_until, 'acc += tl.sum(tl.load')} (tl.load)" in msg        # the kernel line
 
 
 # -- sync_block_all across blocks (rewrite.blocks_sync, runner._sync_all, waits.calls_library) --------

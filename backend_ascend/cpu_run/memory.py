@@ -58,6 +58,7 @@ class BlockState:
     flags: object = None                               # runner.BlockFlags of a mix kernel's block
     core: str = ""                                     # "aic" / "aiv": which half of a mix kernel
     failed_call: str = ""                              # the bound function whose call failed first (runner._guard)
+    failed_source: str = ""                            # its source lines, where found (runner._call_source)
     launch: object = None                              # runner.Native: .failed, .abort() (the launch's first failure)
 
     def fail(self, e: BaseException) -> None:

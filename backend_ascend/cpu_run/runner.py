@@ -57,12 +57,30 @@ def _guard(fn, restype, params, name=""):
         except BaseException as e:  # noqa: BLE001 - re-raised by the block once native code returns
             if s.fault is None:
                 s.failed_call = name
+                s.failed_source = _call_source(s, name, args)
             s.fail(e)
             return None if restype is None else 0
         if restype is None:
             return None
         return 0 if out is None else out
     return cb
+
+
+_GM_OPERAND = {"load_gm_to_ubuf": 0, "store_ubuf_to_gm": 1}     # which descriptor is the global one
+
+
+def _call_source(s, name, args) -> str:
+    """' Source: file:line (...)' of the kernel's accesses of the argument a failing copy between
+    global memory and UB reads or writes (found while its descriptor is alive: in the call), else ''."""
+    m = re.match(r"(?:" + PREFIX + r")?(load_gm_to_ubuf|store_ubuf_to_gm)_(\d)d_", name)
+    if m is None or s.source_access is None:
+        return ""
+    try:
+        addr = M.view(args[_GM_OPERAND[m.group(1)]], int(m.group(2)), 1).aligned
+    except Exception:  # noqa: BLE001 - only a hint for the message
+        return ""
+    b = next((b for b in s.buffers if b.start <= addr < b.end), None)
+    return s.source_access(b.arg) if b is not None and b.arg else ""
 
 
 def _missing(name):
@@ -363,7 +381,8 @@ def _placed(fault, s, where):
     place = f"kernel {s.kernel}, block {s.block}" + (f" on {where}" if where else "")
     if call and not call.startswith("__hivm_"):
         place += f"; the failing call: {call}"
-    fault.args = (f"{text} [{place}]",)
+    source = getattr(s, "failed_source", "")
+    fault.args = (f"{text} [{place}]" + (source if source and "Source:" not in text else ""),)
     return fault
 
 
