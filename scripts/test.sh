@@ -19,6 +19,20 @@ if [ "${TRITON_DIST_NPU_COMPILE-1}" != 0 ]; then
 fi
 bash scripts/lint_imports.sh      # the layers (pyproject.toml [tool.importlinter])
 .venv/bin/python -m pytest -n auto -q "${NPU_COMPILE[@]}" "$@"
+# the hivm backend (each kernel as the Ascend compilers made it, run on the CPU; docs/ascend.md
+# "Running the compiled kernel on the CPU"): the tests that take the `backend` fixture on a subset
+# (a vector, a cube and a mix kernel with distributed ops on 2 ranks, the conformance cases, the
+# kernel corpus), each against its oracle (torch, Triton's plain interpreter); declared compiler
+# findings are expected failures.  The whole suite above ran them on the simulator.  About 1 min.
+# TRITON_DIST_HIVM=0 leaves it out (it needs the NPU compilers, as --npu-compile does).
+if [ "${TRITON_DIST_HIVM-1}" != 0 ] && [ "${#NPU_COMPILE[@]}" != 0 ]; then
+  echo "[test] the hivm backend: pytest --backend hivm on its CI subset"
+  .venv/bin/python -m pytest -n auto -q --backend hivm \
+    tests/test_hivm_backend.py::test_the_ci_subset_on_each_backend \
+    tests/test_hivm_mix_order.py::test_the_ci_subset_mix_kernels_on_each_backend \
+    tests/test_conformance.py::test_case_matches_the_plain_interpreter \
+    tests/test_ascend_corpus.py::test_matches_torch
+fi
 # the tests that exercise the interpreter adapters (sim/tritonapi/): conformance of the device
 # primitives and the kernel library against torch; the schedule sweeps and torchrun runs
 # test the scheduler and the launcher, which do not depend on the triton release
