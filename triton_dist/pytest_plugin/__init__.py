@@ -334,8 +334,7 @@ def pytest_report_header(config):
 
 
 def pytest_unconfigure(config):
-    _npu_lint_unconfigure(config)         # first: it saved the environment after --npu-compile set it
-    _npu_compile_unconfigure(config)
+    _restore_check_env(config)            # --npu-compile's and --npu-lint's environment and logs
     saved = getattr(config, "_triton_dist_saved", None)
     if saved is not None:
         from triton_dist import launcher
@@ -702,42 +701,53 @@ def _check_targets(chips) -> None:
         raise pytest.UsageError(f"--npu-compile-targets: {why}")
 
 
-def _npu_compile_configure(config) -> None:
-    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LOG_ENV, _SOURCES_ENV, _TARGET_ENV)}
-    config._triton_dist_npu_env = saved
-    chips = config.getoption("--npu-compile-targets")
-    if chips:
-        _check_targets(chips)
-        os.environ[_TARGET_ENV] = chips
-    sources = config.getoption("--npu-compile-sources")
-    if sources:
-        os.environ[_SOURCES_ENV] = ",".join(os.path.abspath(p.strip()) for p in sources.split(",") if p.strip())
-    names = [n for n in (saved[_CHECKS_ENV] or "").split(",") if n.strip()]
-    if "npu-compile" not in names:
-        os.environ[_CHECKS_ENV] = ",".join(names + ["npu-compile"])
-    if not saved[_LOG_ENV] and not hasattr(config, "workerinput"):    # the controller owns the log
+def _enable_check_with_log(config, check: str, log_env: str, saved_env: tuple, log_attr: str) -> None:
+    """Add launch check `check` to TRITON_DIST_LAUNCH_CHECKS and, in the controller (not an xdist
+    worker, which inherits it), point `log_env` at a fresh log file, kept as config.<log_attr> for the
+    summary.  What the environment held before is kept for _restore_check_env, so a nested session
+    leaves it as it was."""
+    if not hasattr(config, "_triton_dist_saved_env"):
+        config._triton_dist_saved_env, config._triton_dist_logs = [], []
+    config._triton_dist_saved_env.append({k: os.environ.get(k) for k in saved_env})
+    names = [n for n in (os.environ.get(_CHECKS_ENV) or "").split(",") if n.strip()]
+    if check not in names:
+        os.environ[_CHECKS_ENV] = ",".join(names + [check])
+    if not os.environ.get(log_env) and not hasattr(config, "workerinput"):    # the controller owns the log
         import tempfile
-        fd, path = tempfile.mkstemp(prefix="triton_dist-npu-compile-", suffix=".jsonl")
+        fd, path = tempfile.mkstemp(prefix=f"triton_dist-{check}-", suffix=".jsonl")
         os.close(fd)
-        os.environ[_LOG_ENV] = path
-        config._triton_dist_npu_log = path
+        os.environ[log_env] = path
+        config._triton_dist_logs.append(path)
+        setattr(config, log_attr, path)
 
 
-def _npu_compile_unconfigure(config) -> None:
-    saved = getattr(config, "_triton_dist_npu_env", None)
-    if saved is None:
-        return
-    path = getattr(config, "_triton_dist_npu_log", None)
-    if path:
+def _restore_check_env(config) -> None:
+    """Undo every _enable_check_with_log, the last first (each saved the environment the one before
+    it had set), and remove the logs the controller made."""
+    for path in getattr(config, "_triton_dist_logs", []):
         try:
             os.unlink(path)
         except OSError:
             pass
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    for saved in reversed(getattr(config, "_triton_dist_saved_env", [])):
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _npu_compile_configure(config) -> None:
+    chips = config.getoption("--npu-compile-targets")
+    if chips:
+        _check_targets(chips)
+    _enable_check_with_log(config, "npu-compile", _LOG_ENV,
+                           (_CHECKS_ENV, _LOG_ENV, _SOURCES_ENV, _TARGET_ENV), "_triton_dist_npu_log")
+    if chips:
+        os.environ[_TARGET_ENV] = chips
+    sources = config.getoption("--npu-compile-sources")
+    if sources:
+        os.environ[_SOURCES_ENV] = ",".join(os.path.abspath(p.strip()) for p in sources.split(",") if p.strip())
 
 
 def _toolchain_module():
@@ -821,34 +831,7 @@ _LINT_LOG_ENV = "TRITON_DIST_NPU_LINT_LOG"
 
 
 def _npu_lint_configure(config) -> None:
-    saved = {k: os.environ.get(k) for k in (_CHECKS_ENV, _LINT_LOG_ENV)}
-    config._triton_dist_lint_env = saved
-    names = [n for n in (os.environ.get(_CHECKS_ENV) or "").split(",") if n.strip()]
-    if "npu-lint" not in names:
-        os.environ[_CHECKS_ENV] = ",".join(names + ["npu-lint"])
-    if not saved[_LINT_LOG_ENV] and not hasattr(config, "workerinput"):    # the controller owns the log
-        import tempfile
-        fd, path = tempfile.mkstemp(prefix="triton_dist-npu-lint-", suffix=".jsonl")
-        os.close(fd)
-        os.environ[_LINT_LOG_ENV] = path
-        config._triton_dist_lint_log = path
-
-
-def _npu_lint_unconfigure(config) -> None:
-    saved = getattr(config, "_triton_dist_lint_env", None)
-    if saved is None:
-        return
-    path = getattr(config, "_triton_dist_lint_log", None)
-    if path:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    _enable_check_with_log(config, "npu-lint", _LINT_LOG_ENV, (_CHECKS_ENV, _LINT_LOG_ENV), "_triton_dist_lint_log")
 
 
 def npu_lint_summary(path) -> list:
