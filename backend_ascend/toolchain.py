@@ -196,19 +196,22 @@ def find() -> Tools:
 
 
 # --- fetching the adapter (scripts/setup.sh) -------------------------------------------------------------
-def fetch_adapter(quiet: bool = False) -> tuple:
-    """(path or None, message).  Cheap when the cached file is there and verified."""
-    path = cached_adapter()
+def _verified_copy(path: str, name: str, sha: str):
+    """`path` if it holds the pinned file (a stale one is removed), else the environment's this one is
+    layered over (scripts/triton_venv.sh) if that holds it, else None."""
     if os.path.exists(path):
-        if sha256(path) == ADAPTER_SHA256:
-            return path, f"triton-adapter-opt {TRITON_ASCEND_VERSION} is cached and verified ({path})"
+        if sha256(path) == sha:
+            return path
         os.unlink(path)
-    for layered in _layered_adapters():       # the environment this one is layered over has it: find() uses that
-        if os.path.exists(layered) and sha256(layered) == ADAPTER_SHA256:
-            return layered, f"triton-adapter-opt {TRITON_ASCEND_VERSION} is cached and verified ({layered})"
+    return next((p for p in _layered_adapters(name) if os.path.exists(p) and sha256(p) == sha), None)
+
+
+def _from_wheel(member: str, sha: str, path: str, executable: bool) -> tuple:
+    """(path, "") once `member` of the pinned triton-ascend wheel is at `path` with the pinned sha256;
+    (None, why not).  One download for whichever file is asked for (the adapter, libtriton)."""
     if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
-        return None, (f"triton-adapter-opt is published for x86_64 Linux only (this is {sys.platform} "
-                      f"{os.uname().machine}); the NPU compile checks will skip")
+        return None, (f"triton-ascend's {os.path.basename(member)} is published for x86_64 Linux only "
+                      f"(this is {sys.platform} {os.uname().machine})")
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
                "-d", tmp, *PIP_PLATFORM, f"triton-ascend=={TRITON_ASCEND_VERSION}"]
@@ -216,22 +219,33 @@ def fetch_adapter(quiet: bool = False) -> tuple:
         wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
         if proc.returncode != 0 or not wheels:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
-            return None, (f"could not download triton-ascend=={TRITON_ASCEND_VERSION} ({tail[0]}); the NPU compile "
-                          f"checks will skip (offline?)")
+            return None, f"could not download triton-ascend=={TRITON_ASCEND_VERSION} ({tail[0]})"
+        os.makedirs(cache_dir(), exist_ok=True)
+        part = f"{path}.{os.getpid()}.part"          # concurrent setups never write one file
         with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z:
             try:
-                data = z.read(WHEEL_MEMBER)
+                src = z.open(member)
             except KeyError:
-                return None, f"{wheels[0]} has no {WHEEL_MEMBER}"
-        if hashlib.sha256(data).hexdigest() != ADAPTER_SHA256:
-            return None, (f"{WHEEL_MEMBER} of {wheels[0]} does not have the pinned sha256 {ADAPTER_SHA256}; "
-                          f"not used")
-        os.makedirs(cache_dir(), exist_ok=True)
-        part = path + ".part"
-        with open(part, "wb") as f:
-            f.write(data)
-        os.chmod(part, os.stat(part).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+                return None, f"{wheels[0]} has no {member}"
+            with src, open(part, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)    # libtriton is ~500 MB: never whole in memory
+        if sha256(part) != sha:
+            os.unlink(part)
+            return None, f"{member} of {wheels[0]} does not have the pinned sha256 {sha}; not used"
+        if executable:
+            os.chmod(part, os.stat(part).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         os.replace(part, path)
+    return path, ""
+
+
+def fetch_adapter(quiet: bool = False) -> tuple:
+    """(path or None, message).  Cheap when the cached file is there and verified."""
+    have = _verified_copy(cached_adapter(), "triton-adapter-opt", ADAPTER_SHA256)
+    if have:
+        return have, f"triton-adapter-opt {TRITON_ASCEND_VERSION} is cached and verified ({have})"
+    path, why = _from_wheel(WHEEL_MEMBER, ADAPTER_SHA256, cached_adapter(), executable=True)
+    if path is None:
+        return None, f"{why}; the NPU compile checks will skip" + (" (offline?)" if why.startswith("could not") else "")
     return path, f"triton-adapter-opt {TRITON_ASCEND_VERSION} fetched and verified ({path})"
 
 
@@ -250,39 +264,10 @@ def fetch_libtriton() -> tuple:
     """(path, "") of the verified file, fetched once into the cache; (None, why not) when it cannot be
     had.  Here, beside fetch_adapter, so that `fetch` below takes both without importing ascend_ttir
     (which imports this module)."""
-    path = cached_libtriton()
-    if os.path.exists(path):
-        if sha256(path) == LIBTRITON_SHA256:
-            return path, ""
-        os.unlink(path)
-    for layered in _layered_adapters("libtriton.so"):    # the environment this one is layered over
-        if os.path.exists(layered) and sha256(layered) == LIBTRITON_SHA256:
-            return layered, ""
-    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
-        return None, f"triton-ascend's libtriton is published for x86_64 Linux only (this is {sys.platform})"
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-               "-d", tmp, *PIP_PLATFORM, f"triton-ascend=={TRITON_ASCEND_VERSION}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
-        if proc.returncode != 0 or not wheels:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
-            return None, f"could not download triton-ascend=={TRITON_ASCEND_VERSION} ({tail[0]})"
-        os.makedirs(cache_dir(), exist_ok=True)
-        part = f"{path}.{os.getpid()}.part"
-        with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z, z.open(LIBTRITON_MEMBER) as src, \
-                open(part, "wb") as dst:
-            while True:
-                chunk = src.read(1 << 20)
-                if not chunk:
-                    break
-                dst.write(chunk)
-        if sha256(part) != LIBTRITON_SHA256:
-            os.unlink(part)
-            return None, (f"{LIBTRITON_MEMBER} of {wheels[0]} does not have the pinned sha256 {LIBTRITON_SHA256}; "
-                          f"not used")
-        os.replace(part, path)
-    return path, ""
+    have = _verified_copy(cached_libtriton(), "libtriton.so", LIBTRITON_SHA256)
+    if have:
+        return have, ""
+    return _from_wheel(LIBTRITON_MEMBER, LIBTRITON_SHA256, cached_libtriton(), executable=False)
 
 
 def main(argv=None) -> int:
