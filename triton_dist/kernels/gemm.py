@@ -34,7 +34,9 @@ from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
 
 from triton_dist.kernels import _common as C
-from triton_dist.kernels import _cross_core as XC
+# imported as globals of this module, not read as attributes of _cross_core: Triton's cache_key includes
+# the values of a kernel's global constexprs, not a module's attributes, and the hivm module cache is keyed by it
+from triton_dist.kernels._cross_core import CUBE_TO_VECTOR, HAS_CROSS_CORE_FLAGS, VECTOR_TO_CUBE, al
 
 # program instances per launch (an NPU has 20-24 AI cores; producers and consumers wait for
 # each other, so a launch must fit the cores: the simulator models them, sim/device.py)
@@ -66,18 +68,18 @@ def _tile_matmul(a_ptrs, b_ptrs, a_rows, b_cols, rk, K, N, BM: tl.constexpr, BN:
 def _cube_then_vector():
     """On an NPU, what the cube half did before (a tl.dot result stored) happens before what the
     vector half does after (its copy of shm.fence()/dl.notify): _cross_core.py says why and cites."""
-    if XC.HAS_CROSS_CORE_FLAGS:
-        XC.al.sync_block_set("cube", "vector", XC.CUBE_TO_VECTOR)
-        XC.al.sync_block_wait("cube", "vector", XC.CUBE_TO_VECTOR)
+    if HAS_CROSS_CORE_FLAGS:
+        al.sync_block_set("cube", "vector", CUBE_TO_VECTOR)
+        al.sync_block_wait("cube", "vector", CUBE_TO_VECTOR)
 
 
 @triton.jit
 def _vector_then_cube():
     """On an NPU, what the vector half did before (dl.wait returned; a notify sent) happens before
     what the cube half does after (the loads feeding a tl.dot; its next store)."""
-    if XC.HAS_CROSS_CORE_FLAGS:
-        XC.al.sync_block_set("vector", "cube", XC.VECTOR_TO_CUBE)
-        XC.al.sync_block_wait("vector", "cube", XC.VECTOR_TO_CUBE)
+    if HAS_CROSS_CORE_FLAGS:
+        al.sync_block_set("vector", "cube", VECTOR_TO_CUBE)
+        al.sync_block_wait("vector", "cube", VECTOR_TO_CUBE)
 
 
 @triton.jit
