@@ -11,8 +11,8 @@ kernel and from every constexpr value that is a function, the code as it is *now
   code), its defaults;
 - every global or closure name its code (and nested code) uses, resolved now: a @jit function
   (or anything wrapping one in `.fn`, e.g. an Autotuner) is walked in turn; a module is looked
-  into for the code's other names (`helpers.act`); a constant (tl.constexpr, int, float, bool,
-  str) is keyed by its value.
+  into for the code's other names (`helpers.act`, `flags.HAS_X`); a constant (tl.constexpr, int,
+  float, bool, str), global or a module's, is keyed by its value.
 Triton's own modules are left out (the triton version is part of the key).  Over-inclusion only
 makes the key change more often; it never serves a stale verdict.  Cheap: no source files are
 read, nothing is parsed.
@@ -108,9 +108,14 @@ class _Walk:
                 if member is None or isinstance(member, types.ModuleType) or inspect.isfunction(member):
                     continue
                 fn = _unwrap(member)          # a @jit function reached as module.attr
-                if fn is not None and _own(fn.__module__):
-                    self.h.update(f"{name}.{attr}\n".encode())
-                    self.function(fn)
+                if fn is not None:
+                    if _own(fn.__module__):
+                        self.h.update(f"{name}.{attr}\n".encode())
+                        self.function(fn)
+                    continue
+                key = _value_key(member)      # a constant reached as module.attr (flags.HAS_X)
+                if key is not None:
+                    self.h.update(f"{name}.{attr} = {key}\n".encode())
             return
         if inspect.isfunction(v):
             return        # a plain Python helper: Triton does not trace it

@@ -3,6 +3,9 @@ bishengir-compile hands to hivmc), run natively on the CPU over the simulator's 
 compared with torch; and the NPU's faults where the compiled code leaves the buffers."""
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 import torch
 import triton
@@ -353,3 +356,39 @@ def test_the_ci_subset_on_each_backend(backend):
     # `--compare-backends sim,hivm` compares what the two return
     values = triton_dist.launch(_library_subset, world_size=2, backend=backend, timeout=120).values
     assert len(values) == 2
+
+
+consts = types.ModuleType("hivm_test_consts")     # a module of constants, as gemm.py's flags are
+consts.SCALE = tl.constexpr(2.0)
+sys.modules[consts.__name__] = consts
+
+
+@triton.jit
+def _times_scale(x):
+    return x * consts.SCALE    # a module attribute read by a helper: not in Triton's cache_key
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, _times_scale(tl.load(x_ptr + offs)))
+
+
+def _scaled():
+    x = torch.arange(16, dtype=torch.float32)
+    out = torch.zeros(16)
+    scale_kernel[(1,)](x, out, BLOCK=16)
+    return out
+
+
+def test_a_changed_constant_of_a_helper_is_compiled_again(monkeypatch):
+    """The compiled-kernel cache is keyed by the kernel's code as it is now (source_key), as
+    npu-compile's verdicts are: with consts.SCALE rebound the same kernel must compute x * 3 (torch),
+    not run the module compiled for x * 2 (it did: Triton's cache_key misses a module attribute a
+    helper reads)."""
+    x = torch.arange(16, dtype=torch.float32)
+    (out,) = triton_dist.launch(_scaled, world_size=1, backend="hivm").values
+    assert torch.equal(out, x * 2)
+    monkeypatch.setattr(consts, "SCALE", tl.constexpr(3.0))
+    (out,) = triton_dist.launch(_scaled, world_size=1, backend="hivm").values
+    assert torch.equal(out, x * 3)

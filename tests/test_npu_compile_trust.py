@@ -12,6 +12,7 @@ so these cases run in any environment that has the tools; where .venv-triton-3.9
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 import triton
@@ -166,6 +167,15 @@ def cast_to_global_dtype(x_ptr, y_ptr):
     tl.store(y_ptr, tl.load(x_ptr).to(OUT_DTYPE))
 
 
+_consts = types.ModuleType("npu_compile_trust_consts")
+_consts.SCALE = tl.constexpr(2.0)
+
+
+@triton.jit
+def scaled_by_module_constant(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) * _consts.SCALE)
+
+
 def test_the_source_key_follows_constexpr_functions_called_helpers_and_global_dtypes(monkeypatch):
     from triton_dist.backend_ascend.source_key import source_key
     assert source_key(apply, {"ACT": ACT_SMALL}) == source_key(apply, {"ACT": ACT_SMALL})
@@ -176,6 +186,10 @@ def test_the_source_key_follows_constexpr_functions_called_helpers_and_global_dt
     before = source_key(cast_to_global_dtype)
     monkeypatch.setitem(globals(), "OUT_DTYPE", tl.bfloat16)
     assert source_key(cast_to_global_dtype) != before
+    # a constant read as a module's attribute (gemm.py's flags): Triton's cache_key misses it
+    before = source_key(scaled_by_module_constant)
+    monkeypatch.setattr(_consts, "SCALE", tl.constexpr(3.0))
+    assert source_key(scaled_by_module_constant) != before
 
 
 # --- newer Triton's TTIR reaches the 3.2.0 adapter in the form it parses ------------------------------------

@@ -98,9 +98,13 @@ def _native_grid(run_grid):
 def _native_for(launch):
     from triton_dist.backend_ascend.compile_check import signature_of
 
+    from triton_dist.backend_ascend.source_key import source_key
+
     from . import runner, stages, waits
     sig, consts = signature_of(launch)
-    key = (launch.fn, tuple(sig.items()), tuple(sorted((k, repr(v)) for k, v in consts.items())))
+    # source_key: a helper or a constant the kernel reads, rebound in this process, is a new kernel
+    key = (launch.fn, source_key(launch.fn, consts), tuple(sig.items()),
+           tuple(sorted((k, repr(v)) for k, v in consts.items())))
     native = _natives.get(key)
     if native is None:
         built = stages.build(launch.fn, sig, consts)

@@ -117,14 +117,19 @@ def extern_types(text: str) -> dict:
 def build(fn, signature, constexprs, *, target=None, options=None) -> Built:
     from .. import pipeline, toolchain
     from ..frontend import as_jit_function
+    from ..source_key import source_key
     tools = toolchain.find()
     if tools.missing:
         raise pipeline.ToolsMissing("the hivm backend needs the NPU compile pipeline: " + "; ".join(tools.missing))
     # the variable may name several chips (pytest --npu-compile-targets A,B): a run is built for the first
     target = target or pipeline.targets_of(os.environ.get("TRITON_DIST_NPU_COMPILE_TARGET", ""))[0]
     jit = as_jit_function(fn)
+    # the kernel's code as it is now (source_key: every @jit function it reaches, the constants they
+    # read), as npu-compile's verdict cache keys it: Triton's cache_key alone is computed once per
+    # JITFunction and misses a module constant a @jit helper reads, so a changed kernel ran stale
     key = hashlib.sha256((pipeline.cache_key(pipeline._jit_key(fn, jit), jit.__name__, signature, constexprs,
-                                             target, options, tools) + FINAL + _code_digest()).encode()).hexdigest()
+                                             target, options, tools, source_key(fn, constexprs))
+                          + FINAL + _code_digest()).encode()).hexdigest()
     path = os.path.join(cache_dir(), key[:2], key)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".lock", "w") as lock:
