@@ -34,8 +34,7 @@ from triton_dist.errors import TritonDistError
 from triton_dist.language.extra import libshmem_device as shm
 
 from triton_dist.kernels import _common as C
-# imported as globals of this module, not read as attributes of _cross_core: Triton's cache_key includes
-# the values of a kernel's global constexprs, not a module's attributes, and the hivm module cache is keyed by it
+# the cross-core flag ids and helpers (cube and vector halves of a mix kernel; _cross_core.py says why)
 from triton_dist.kernels._cross_core import CUBE_TO_VECTOR, HAS_CROSS_CORE_FLAGS, VECTOR_TO_CUBE, al
 
 # program instances per launch (an NPU has 20-24 AI cores; producers and consumers wait for
