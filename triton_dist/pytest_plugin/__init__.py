@@ -784,21 +784,29 @@ def _npu_compile_header(config) -> list:
             f"{tools.compiler_from}; target {chips}"]
 
 
-def npu_compile_summary(path) -> str:
-    """The one line that sums up a session's log: distinct kernels accepted (compiled now or
-    from the cache), refused, skipped."""
+def _log_records(path) -> list:
+    """The JSON lines of a launch check's log (one per kernel judged, appended by every process
+    that launched one); a line cut short by a process that died while writing is skipped."""
     import json
-    records = {}
     try:
         with open(path) as f:
             lines = f.readlines()
     except OSError:
-        lines = []
+        return []
+    out = []
     for line in lines:
         try:
-            r = json.loads(line)
+            out.append(json.loads(line))
         except ValueError:
             continue
+    return out
+
+
+def npu_compile_summary(path) -> str:
+    """The one line that sums up a session's log: distinct kernels accepted (compiled now or
+    from the cache), refused, skipped."""
+    records = {}
+    for r in _log_records(path):
         prev = records.get(r["key"])
         if prev is None or not r.get("cached", True):
             records[r["key"]] = r
@@ -839,16 +847,7 @@ def npu_lint_summary(path) -> list:
     grid, target), its findings with their fixes, or 'no findings'."""
     import json
     records = {}
-    try:
-        with open(path) as f:
-            lines = f.readlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
+    for r in _log_records(path):
         key = json.dumps([r.get("kernel"), r.get("file"), r.get("signature"), r.get("constexprs"), r.get("grid"),
                           r.get("target")], sort_keys=True)
         records.setdefault(key, r)
