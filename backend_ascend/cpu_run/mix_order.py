@@ -232,6 +232,10 @@ def report(kernel, block, fn, hazards, read, access_lines) -> MixOrderHazard:
     access_lines = f" ({access_lines.strip().rstrip('.')})" if access_lines else ""
     split = ("hivm-split-mix-kernel leaves a copy of each aclshmem call in both halves (AscendNPU-IR v1.2.0 "
              "SplitMixKernel.cpp, inferDistributedCoreType) and adds no cross-core flag between them")
+    # which ids: bishengir's cross-core sync solver hands out 0-13 to flags of its own (a bf16 dot's
+    # module holds 0-8) and keeps 14-15 back (AscendNPU-IR v1.2.0 GraphSyncSolver/Utility.h:36-43)
+    ids = (" with <id> 14 or 15 (the compiler's own cross-core flags take ids from 0-13; the kernel library "
+           "uses 15 cube -> vector, 14 vector -> cube)")
     alt = ("; or TRITON_DIST_HIVM_MIX_ORDER=cube-first|vector-first|concurrent to run the halves in an order "
            "without this check (docs/ascend.md, 'What it runs, and the compiler findings').")
     if hazards and hazards[0][2].startswith("vector core"):
@@ -255,7 +259,7 @@ def report(kernel, block, fn, hazards, read, access_lines) -> MixOrderHazard:
             f"and read stale memory{_BARRIER_NOTE if family in BARRIERS else ''} (run with "
             f"TRITON_DIST_HIVM_MIX_ORDER=vector-first to see it).  Fix: order them in the kernel: after the store "
             f"al.sync_block_set(\"cube\", \"vector\", <id>), before the {call} "
-            f"al.sync_block_wait(\"cube\", \"vector\", <id>) (triton.language.extra.cann.extension){alt}")
+            f"al.sync_block_wait(\"cube\", \"vector\", <id>) (triton.language.extra.cann.extension){ids}{alt}")
     family, what = read
     at = source_calls(fn, family) or family
     call = at.split(" at ")[0]
@@ -266,7 +270,7 @@ def report(kernel, block, fn, hazards, read, access_lines) -> MixOrderHazard:
         f"cube's load after it.  {split}, so the cube can read the buffer before the peers have written it.  "
         f"Fix: order them in the kernel: after the {call} al.sync_block_set(\"vector\", \"cube\", <id>), "
         f"before the load al.sync_block_wait(\"vector\", \"cube\", <id>) "
-        f"(triton.language.extra.cann.extension){alt}")
+        f"(triton.language.extra.cann.extension){ids}{alt}")
 
 
 def observed(bare: str, fn):
