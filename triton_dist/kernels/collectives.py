@@ -134,10 +134,13 @@ def _ring_kernel(x, ws, sig, out, E, CH, PART, epoch, BLOCK: tl.constexpr):
     for s in range(0, n - 1):
         c = (me - s + n) % n
         cnt = tl.minimum(tl.minimum(PART, CH - lo), E - c * CH - lo)
-        rbuf = ws
+        # the token is chosen in the branch, not the pointer: triton-adapter-opt 3.2.0 crashes on a pointer
+        # yielded by scf.if (docs/ascend.md, "What the real compilers refuse").  Step 0 reads nothing from ws,
+        # so its token of 0 (no wait) orders nothing and is never used for a load.
+        tok = 0
         if s > 0:
             tok = dl.wait(sig + ((s - 1) * G + g) * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
-            rbuf = dl.consume_token(ws, tok)
+        rbuf = dl.consume_token(ws, tok)
         for off in range(0, cnt, BLOCK):
             m = off + offs < cnt
             v = tl.load(x + c * CH + lo + off + offs, mask=m).to(tl.float32)
@@ -149,10 +152,10 @@ def _ring_kernel(x, ws, sig, out, E, CH, PART, epoch, BLOCK: tl.constexpr):
     # ---- my fully reduced chunk: (me + 1)
     c = (me + 1) % n
     cnt = tl.minimum(tl.minimum(PART, CH - lo), E - c * CH - lo)
-    rbuf = ws
+    tok = 0                     # as above: one rank reads nothing from ws
     if n > 1:
         tok = dl.wait(sig + ((n - 2) * G + g) * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
-        rbuf = dl.consume_token(ws, tok)
+    rbuf = dl.consume_token(ws, tok)
     for off in range(0, cnt, BLOCK):
         m = off + offs < cnt
         v = tl.load(x + c * CH + lo + off + offs, mask=m).to(tl.float32)

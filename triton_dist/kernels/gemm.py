@@ -1,14 +1,17 @@
 """AllGather+GEMM and GEMM+ReduceScatter with tile-level overlap (the seeds' producer/consumer model).
 
 ag_gemm(a_shard, b) = all_gather(a_shard) @ b
-    Producers push this rank's A tiles (BLOCK_M rows of the shard) into every peer's
-    workspace with putmem_signal, one 64-byte slot per (source rank, tile); they serve the
-    peer that needs this rank's tiles soonest first (rank me-1, then me-2, ...).
+    Producers push this rank's A tiles (BLOCK_M rows of the shard) into every workspace,
+    this rank's own included, with putmem_signal, one 64-byte slot per (source rank, tile);
+    they copy into their own workspace first, then serve the peer that needs this rank's
+    tiles soonest (rank me-1, then me-2, ...).
     Consumers run the GEMM over output tiles with the seeds' swizzle
         pid_m = (pid_m + rank * tiles_per_rank) % total_m_tiles
-    so every rank starts on its own shard (read straight from a_shard, no wait) and reaches
-    the tiles of rank me+1, me+2, ... when they have most likely arrived; a remote tile is
-    `dl.wait`ed for and its pointer passed through `dl.consume_token` before it is loaded.
+    so every rank starts on its own shard and reaches the tiles of rank me+1, me+2, ... when
+    they have most likely arrived; every tile is `dl.wait`ed for and its pointer passed
+    through `dl.consume_token` before it is loaded.  The own shard goes through the
+    workspace (one local copy of m x K) so that a tile's pointer is never chosen in a branch:
+    triton-adapter-opt 3.2.0 crashes on that (docs/ascend.md, "What the real compilers refuse").
 
 gemm_rs(a, b) = reduce_scatter(a @ b), a: (M, K_local), b: (K_local, N)
     Producers run the GEMM, destination chunk by destination chunk starting with rank
@@ -102,9 +105,10 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
     me = dl.rank()
     n = dl.num_ranks()
     if pid < NP:
-        # ---- producer: push my tiles, rank me-1 first (it needs them soonest)
-        for w in range(pid, (n - 1) * T, NP):
-            peer = (me - 1 - w // T + n) % n
+        # ---- producer: push my tiles, into my own workspace first (my consumers start on them), then
+        # rank me-1 (it needs them soonest), me-2, ...
+        for w in range(pid, n * T, NP):
+            peer = (me - w // T + n) % n
             t = w % T
             rows = tl.minimum(BM, m - t * BM)
             shm.putmem_signal(ws + (me * m + t * BM) * K, a + t * BM * K, rows * K * ES,
@@ -125,14 +129,14 @@ def _ag_gemm_kernel(a, b, ws, sig, out, m, N, K, T, epoch, NP: tl.constexpr,
             src = pid_m // T
             t = pid_m % T
             rows = tl.minimum(BM, m - t * BM)
-            if src == me:
-                base = a + t * BM * K
-            else:
-                tok = dl.wait(sig + pid_m * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
-                # on an NPU the wait blocks in the vector half and the loads feeding the dot are the cube
-                # half's; nothing else orders them (_cross_core.py): the cube waits for the vector's wait
-                _vector_then_cube()
-                base = dl.consume_token(ws + (src * m + t * BM) * K, tok)
+            # every tile of A, my own too, is read from the workspace after its wait: one pointer, chosen in
+            # no branch (triton-adapter-opt 3.2.0 crashes on a pointer yielded by scf.if, docs/ascend.md
+            # "What the real compilers refuse"); my own tiles cost one local copy by my producers
+            tok = dl.wait(sig + pid_m * shm.SIGNAL_SLOT_STRIDE_INT32, 1, "gpu", "acquire", epoch)
+            # on an NPU the wait blocks in the vector half and the loads feeding the dot are the cube
+            # half's; nothing else orders them (_cross_core.py): the cube waits for the vector's wait
+            _vector_then_cube()
+            base = dl.consume_token(ws + (src * m + t * BM) * K, tok)
             rn = n0 + tl.arange(0, BN)
             a_ptrs = base + rm[:, None] * K + rk[None, :]
             b_ptrs = b + rk[:, None] * N + rn[None, :]
@@ -268,14 +272,13 @@ def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, *, launches: int = 1,
     ph = C.workspace(op).acquire(n * m * K * ES, n * T)
     ws = ph.view(a.dtype, 0, n * m * K)
     NC = min(max_nc, n * T * TN)
-    NP = min(max_np, (n - 1) * T)
+    NP = min(max_np, n * T)             # my own tiles are copied into my workspace too (the kernel says why)
     args = (a, b, ws, ph.sig, out, m, N, K, T, ph.epoch)
     meta["ES"] = ES
     if launches == 1:
         _ag_gemm_kernel[(NP + NC,)](*args, NP=NP, **meta)
     else:
-        if NP:
-            _ag_gemm_kernel[(NP,)](*args, NP=NP, **meta)       # producers only: never wait
+        _ag_gemm_kernel[(NP,)](*args, NP=NP, **meta)           # producers only: never wait
         _ag_gemm_kernel[(NC,)](*args, NP=0, **meta)            # consumers only
     return out
 
