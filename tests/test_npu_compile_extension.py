@@ -318,3 +318,23 @@ def test_a_compile_for_the_cuda_device_library_refuses_them_by_name():
                                               r"compiled with device library 'triton_dist_cuda' cannot use it"):
         build_ttir(sort_rows, {"x_ptr": F32, "out_ptr": F32}, {"ROWS": 4, "COLS": 32, "DESCENDING": True},
                    extern_libs={devlib.LIBNAME: "/unused.bc"})
+
+
+def test_a_compile_for_the_cuda_device_library_drops_the_cross_core_flags_only():
+    """sync_block_set/wait order the cube and the vector half of one NPU block; a GPU program has
+    one program order, so a kernel that orders its halves for the NPU (the library's gemm_rs,
+    ag_gemm) compiles for CUDA with no trace of them (it was refused by name: the sm90 compile of
+    the kernel library failed in a process whose simulator provides triton-ascend's extension).
+    Oracle: the TTIR stock Triton makes has no marker of the op, and still the dot; sync_block_all,
+    a barrier across blocks, stays refused."""
+    from triton_dist.backend_ascend.frontend import build_ttir
+    from triton_dist.backend_cuda import devlib
+    from triton_dist.errors import TritonDistError
+    from triton_dist.language._ext_emit import EXT_LIBNAME
+    module, _ = build_ttir(dot_then_vector, ACCEPTED["sync_block_set/wait"][1], {"K": 16, "BLOCK": 64},
+                           extern_libs={devlib.LIBNAME: "/unused.bc"})
+    text = str(module)
+    assert "tt.dot" in text and EXT_LIBNAME not in text and "sync_block" not in text
+    with pytest.raises(TritonDistError, match=r"extension\.sync_block_all is triton-ascend's"):
+        build_ttir(barrier_modes, {"x_ptr": F32, "out_ptr": F32}, {"BLOCK": 1024},
+                   extern_libs={devlib.LIBNAME: "/unused.bc"})

@@ -24,7 +24,9 @@ This module holds what the kernels' flag helpers (kernels/gemm.py _cube_then_vec
 _vector_then_cube) need: the extension module `al`, whether it is there, and the flag ids.
 On backends without triton-ascend's extension (backend cuda: a GPU program runs the dot, the
 store and the signal in one program order, and the fence orders the store before the signal)
-HAS_CROSS_CORE_FLAGS is False and the helpers' flag calls are never traced: no-ops.
+HAS_CROSS_CORE_FLAGS is False and the helpers' flag calls are never traced: no-ops; in a process
+where the simulator provides the extension, a compile for CUDA's device library emits nothing for
+them (triton_dist/language/_ext_emit.py, sync_block).
 The simulator provides the extension (sim/compat/cann.py) and runs a block that names the
 flags as a cube and a vector instance (sim/core_split.py); backend hivm runs the compiled halves
 with these flags and reports a missing one as MixOrderHazard.

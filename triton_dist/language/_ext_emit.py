@@ -37,16 +37,25 @@ SYMBOL_PREFIX = "triton_dist.ext."
 _ids = itertools.count()
 
 
-def _refuse_other_device_libraries(op, _semantic):
-    """A compile that links a registered device library (backend 'cuda''s) is not for an NPU: the
-    markers would end as calls of symbols nothing defines, so say what is wrong instead."""
+def _device_library(_semantic):
+    """The registered device library (backend 'cuda''s) this compile links, if any: then it is not a
+    compile for an NPU."""
     from triton_dist import registry
     options = getattr(_semantic.builder, "options", None)
     for name, _path in getattr(options, "extern_libs", None) or ():
         if registry.device_library_emitter(name) is not None:
-            raise TritonDistError(f"triton.language.extra.cann.extension.{op} is triton-ascend's (an Ascend NPU "
-                                  f"op): a kernel compiled with device library {name!r} cannot use it; it runs on "
-                                  f"the simulator and compiles for the NPU (triton-dist npu-compile)")
+            return name
+    return None
+
+
+def _refuse_other_device_libraries(op, _semantic):
+    """A compile that links a registered device library (backend 'cuda''s) is not for an NPU: the
+    markers would end as calls of symbols nothing defines, so say what is wrong instead."""
+    name = _device_library(_semantic)
+    if name is not None:
+        raise TritonDistError(f"triton.language.extra.cann.extension.{op} is triton-ascend's (an Ascend NPU "
+                              f"op): a kernel compiled with device library {name!r} cannot use it; it runs on "
+                              f"the simulator and compiles for the NPU (triton-dist npu-compile)")
 
 
 class _Group:
@@ -187,7 +196,13 @@ def index_select_simd(src, index, dim, src_shape, src_offset, read_shape, ret_sh
 
 
 def sync_block(which, sender, receiver, event_id, sender_pipe, receiver_pipe, _semantic):
-    """sync_block_set / sync_block_wait (which = "set" / "wait")."""
+    """sync_block_set / sync_block_wait (which = "set" / "wait").  For a device library's compile
+    (backend cuda) nothing: the flag orders the cube and the vector half of one block, which a GPU
+    program does not have (it runs the dot, the store and the signal in its one program order), so
+    a kernel that orders its halves for the NPU (the library's gemm_rs, ag_gemm) compiles unchanged
+    there.  sync_block_all, a barrier across blocks, has a meaning there and stays refused."""
+    if _device_library(_semantic) is not None:
+        return None
     g = _Group(f"sync_block_{which}", _semantic)
     g.result(None, dict(sender=sender, receiver=receiver, event_id=g.value(event_id),
                         sender_pipe=_pipe_name(sender_pipe), receiver_pipe=_pipe_name(receiver_pipe)))
