@@ -41,7 +41,11 @@ FAILURE_HINT: dict = {"free": None}
 # failures that are a verdict on the kernel as written, the same under every schedule (the real
 # NPU compilers refusing it under launch(npu_compile=True)): a hint to search schedules or races
 # would send the user after the wrong bug, so none is added to them (names, as RankError has them)
-SCHEDULE_INDEPENDENT_FAILURES = frozenset({"NpuCompileError", "NpuCompileCheckError"})
+# Failures no schedule changes (the advice to search schedules would mislead): the NPU compilers'
+# verdicts; backend hivm's compile and lowering of a kernel and the unordered mix-kernel halves it
+# judges by happens-before, not by the order they ran in (backend_ascend/cpu_run/)
+SCHEDULE_INDEPENDENT_FAILURES = frozenset({"NpuCompileError", "NpuCompileCheckError", "CompileRefused",
+                                           "LoweringFailed", "RewriteError", "Unsupported", "MixOrderHazard"})
 # Environment variables that change what a launch does (the simulator's device profile, the
 # heap size, poisoned new memory: sim/initcheck.py; the config autotuned kernels are checked
 # against: sim/autotune.py): a replay line carries those that are set.

@@ -156,12 +156,13 @@ def check_gm(v: View, what: str, kind: str) -> None:
         f"buffer to the block size, or load with a contiguous mask that the compiler keeps as a bounded copy).")
 
 
-def _nearest(s: BlockState, lo: int):
-    """The buffer an address outside every buffer was most likely meant for: the closest one, past
-    its end (an index read off the end) or before its start (a negative index)."""
-    def gap(b):
-        return b.start - lo if lo < b.start else lo - b.end + 1
-    return min(s.buffers, key=gap, default=None)
+def _neighbours(s: BlockState, lo: int) -> list:
+    """The buffers either side of an address outside every buffer, the nearer first: the one ending
+    below it (an index read off its end) and the one starting above it (a negative index)."""
+    below = max((b for b in s.buffers if b.end <= lo), key=lambda b: b.end, default=None)
+    above = min((b for b in s.buffers if b.start > lo), key=lambda b: b.start, default=None)
+    found = [b for b in (below, above) if b is not None]
+    return sorted(found, key=lambda b: b.start - lo if lo < b.start else lo - b.end + 1)
 
 
 def _outside(s: BlockState, lo: int, hi: int, base):
@@ -204,7 +205,15 @@ def gm_scalar_fault(addr: int, nbytes: int, kind: int) -> bool:
     for b in s.buffers:
         if b.start <= lo and hi <= b.end:
             return True
-    where, lines = _outside(s, lo, hi, _owner(s, lo) or _nearest(s, lo))
+    owner = _owner(s, lo)
+    if owner is not None:
+        where, lines = _outside(s, lo, hi, owner)
+    else:
+        # which buffer the index was meant for cannot be told from the address: the buffers are
+        # wherever the allocator put them, so both neighbours are named, the nearer first
+        parts = [_outside(s, lo, hi, b) for b in _neighbours(s, lo)] or [_outside(s, lo, hi, None)]
+        where = " or, if meant for the buffer on its other side, ".join(w for w, _ in parts)
+        lines = "".join(dict.fromkeys(ln for _, ln in parts))
     op, verb, call = (("scalar load (memref.load", "reads", "tl.load") if kind == 0 else
                       ("scalar store (memref.store", "writes", "tl.store"))
     raise DeviceFault(
