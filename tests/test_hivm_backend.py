@@ -98,13 +98,16 @@ def test_widened_masked_load_faults_as_the_npu_does():
 
 @triton.jit
 def ring_kernel(src, dst, sig, N: tl.constexpr):
-    # dl.rank / num_ranks / symm_at / notify / wait / consume_token: the data goes to the next rank
-    # through its symmetric address, then the signal says it is there
+    # dl.rank / num_ranks / symm_at / fence / notify / wait / consume_token: the data goes to the
+    # next rank through its symmetric address, then the signal says it is there (the fence orders
+    # the store before the signal: without it the simulator's free schedule let the host read dst
+    # before the peer's store landed, 1 run in many)
     me = dl.rank()
     n = dl.num_ranks()
     peer = (me + 1) % n
     offs = tl.arange(0, N)
     tl.store(dl.symm_at(dst, peer) + offs, tl.load(src + offs) + me * 1000 + n)
+    shm.fence()
     dl.notify(sig, peer, signal=1, sig_op="set")
     token = dl.wait(sig, 1, "gpu", "acquire", waitValue=1)
     dst = dl.consume_token(dst, token)
