@@ -174,9 +174,11 @@ def main() -> None:
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    note = (f"Measured {when} at commit {commit} on a shared machine of {os.cpu_count()} cores, "
-            f"load average {load_before[0]:.1f} before and {load_after[0]:.1f} after (other jobs were "
-            f"running: the absolute times are the load's, the ratios the figure to read); "
+    # above one runnable job the other jobs' share shows in the absolute times, not in the ratios
+    busy = max(load_before[0], load_after[0]) > 1.0
+    note = (f"Measured {when} at commit {commit} on a machine of {os.cpu_count()} cores, "
+            f"load average {load_before[0]:.1f} before and {load_after[0]:.1f} after"
+            f"{' (other jobs were running: the absolute times are the load' + chr(39) + 's, the ratios the figure to read)' if busy else ''}; "
             f"world size 1, scale {o.scale}, min of {o.repeat} launches after a warm one, compile time excluded.")
     text = table(res) + "\n\n" + note
     print(text)
